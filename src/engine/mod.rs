@@ -1,0 +1,235 @@
+//! The engine: model facts, proven conventions, live states and scoring
+//! (DESIGN §6, §7). It knows nothing of JS or of files.
+
+pub mod convention;
+mod error;
+pub mod head;
+pub mod proof;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+pub use error::EngineError;
+
+use self::convention::{derive, Convention};
+use self::head::LetterPlan;
+use self::proof::ProofReport;
+use crate::core::config::ModelConfig;
+use crate::core::debias::{combine, orders, Debias};
+use crate::core::decision::Decision;
+use crate::core::fixture::{Criterion, StateSpec};
+use crate::core::prompt::{render_head, render_suffix};
+use crate::core::readout::read_slots;
+use crate::core::slot_map::SlotMap;
+use crate::core::tokenizer::TextTokenizer;
+use crate::core::CoreError;
+use crate::runtime::{Runtime, Signature};
+
+/// What a model is besides its graph: read by a platform loader, parsed here.
+pub struct ModelAssets {
+    pub model_id: String,
+    pub config_json: String,
+    pub tokenizer_json: Vec<u8>,
+    pub slot_map_json: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ScoreOptions {
+    pub debias: Debias,
+    /// Compute the letters' share of the full softmax (unpruned heads only).
+    pub allowed_mass: bool,
+}
+
+impl Default for ScoreOptions {
+    fn default() -> Self {
+        Self { debias: Debias::None, allowed_mass: true }
+    }
+}
+
+/// A prefilled state on this engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct StateId(pub u64);
+
+struct LiveState<K> {
+    kv: K,
+    head_ids: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineInfo {
+    pub model_id: String,
+    pub runtime: String,
+    pub config: ModelConfig,
+    pub signature: Signature,
+    pub letters: LetterPlan,
+    pub proof: ProofReport,
+}
+
+pub struct Engine<R: Runtime> {
+    runtime: R,
+    model_id: String,
+    config: ModelConfig,
+    tokenizer: TextTokenizer,
+    plan: LetterPlan,
+    proof: ProofReport,
+    states: BTreeMap<StateId, LiveState<R::Kv>>,
+    next_state: u64,
+}
+
+impl<R: Runtime> Engine<R> {
+    /// Parses the assets, proves the conventions (DESIGN §6) and freezes them.
+    pub async fn new(mut runtime: R, assets: ModelAssets) -> Result<Self, EngineError> {
+        let config = ModelConfig::parse(&assets.config_json)?;
+        let tokenizer = TextTokenizer::from_json(&assets.tokenizer_json)?;
+        let slot_map = assets.slot_map_json.as_deref().map(SlotMap::parse).transpose()?;
+        let plan = LetterPlan::new(&tokenizer, &config, slot_map.as_ref())?;
+        let sig = runtime.signature();
+        if sig.past.len() != config.layers {
+            return Err(EngineError::Proof(format!(
+                "graph has {} past_key_values pairs but config.json num_hidden_layers is {}",
+                sig.past.len(),
+                config.layers
+            )));
+        }
+        let proof = proof::prove(&mut runtime, &tokenizer, &plan).await?;
+        Ok(Self { runtime, model_id: assets.model_id, config, tokenizer, plan, proof, states: BTreeMap::new(), next_state: 1 })
+    }
+
+    pub fn info(&self) -> EngineInfo {
+        EngineInfo {
+            model_id: self.model_id.clone(),
+            runtime: self.runtime.describe(),
+            config: self.config.clone(),
+            signature: self.runtime.signature().clone(),
+            letters: self.plan.clone(),
+            proof: self.proof.clone(),
+        }
+    }
+
+    pub fn convention(&self) -> Convention {
+        self.proof.convention
+    }
+
+    pub fn proof(&self) -> &ProofReport {
+        &self.proof
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    pub fn tokenizer(&self) -> &TextTokenizer {
+        &self.tokenizer
+    }
+
+    pub fn is_pruned(&self) -> bool {
+        self.plan.pruned_letters.is_some()
+    }
+
+    /// Live KV tensors over every state.
+    pub fn live_kv_tensors(&self) -> usize {
+        self.states.values().map(|s| self.runtime.kv_tensors(&s.kv)).sum()
+    }
+
+    pub fn live_states(&self) -> usize {
+        self.states.len()
+    }
+
+    fn check_context(&self, field: &'static str, tokens: usize) -> Result<(), EngineError> {
+        let limit = self.config.max_positions;
+        if tokens > limit {
+            return Err(CoreError::ContextOverflow { field, tokens, limit }.into());
+        }
+        Ok(())
+    }
+
+    /// Runs the head once and keeps its KV.
+    pub async fn prefill(&mut self, state: &StateSpec) -> Result<StateId, EngineError> {
+        let head_ids = self.tokenizer.encode(&render_head(state.instruction.as_deref(), &state.evidence))?;
+        if head_ids.is_empty() {
+            return Err(CoreError::EmptyField { criterion: state.id.clone(), field: "evidence" }.into());
+        }
+        self.check_context("evidence", head_ids.len())?;
+        let sig = self.runtime.signature();
+        let step = derive(self.proof.convention, sig, 0, &head_ids);
+        let out = self.runtime.run(&step, None, true).await?;
+        let kv = out.present.ok_or_else(|| EngineError::Proof("prefill returned no present.*".into()))?;
+        let id = StateId(self.next_state);
+        self.next_state += 1;
+        self.states.insert(id, LiveState { kv, head_ids });
+        Ok(id)
+    }
+
+    /// Releases a state's KV. Disposing twice is an error that names the state.
+    pub fn dispose(&mut self, id: StateId) -> Result<(), EngineError> {
+        let s = self.states.remove(&id).ok_or(EngineError::UnknownState(id.0))?;
+        self.runtime.release(s.kv);
+        Ok(())
+    }
+
+    pub fn head_tokens(&self, id: StateId) -> Result<usize, EngineError> {
+        Ok(self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?.head_ids.len())
+    }
+
+    /// Scores one criterion against a prefilled state.
+    pub async fn score(&mut self, id: StateId, criterion: &Criterion, opts: &ScoreOptions) -> Result<Decision, EngineError> {
+        self.score_with(id, criterion, opts, false).await
+    }
+
+    /// The reference: every suffix scored by one uncached forward of the
+    /// concatenated head and suffix ids (never a re-tokenisation).
+    pub async fn score_uncached(&mut self, id: StateId, criterion: &Criterion, opts: &ScoreOptions) -> Result<Decision, EngineError> {
+        self.score_with(id, criterion, opts, true).await
+    }
+
+    pub async fn score_all(&mut self, id: StateId, criteria: &[Criterion], opts: &ScoreOptions) -> Result<Vec<Decision>, EngineError> {
+        let mut out = Vec::with_capacity(criteria.len());
+        for c in criteria {
+            out.push(self.score(id, c, opts).await?);
+        }
+        Ok(out)
+    }
+
+    async fn score_with(&mut self, id: StateId, criterion: &Criterion, opts: &ScoreOptions, uncached: bool) -> Result<Decision, EngineError> {
+        criterion.validate()?;
+        let n = criterion.options.len();
+        let columns = self.plan.columns_for(&criterion.id, n)?;
+        let state = self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?;
+        let head_len = state.head_ids.len();
+        let t0 = self.runtime.now_ms();
+        let want_mass = opts.allowed_mass && !self.is_pruned();
+        let mut runs = Vec::new();
+        let mut mass = Vec::new();
+        for order in orders(opts.debias, n) {
+            let suffix = self.tokenizer.encode(&render_suffix(criterion, &order))?;
+            if head_len + suffix.len() > self.config.max_positions {
+                return Err(CoreError::ContextOverflow {
+                    field: "evidence + criterion",
+                    tokens: head_len + suffix.len(),
+                    limit: self.config.max_positions,
+                }
+                .into());
+            }
+            let sig = self.runtime.signature();
+            let logits = if uncached {
+                let mut full = state.head_ids.clone();
+                full.extend_from_slice(&suffix);
+                let step = derive(self.proof.convention, sig, 0, &full);
+                self.runtime.run(&step, None, false).await?.logits
+            } else {
+                let past_len = self.runtime.kv_len(&state.kv);
+                let step = derive(self.proof.convention, sig, past_len, &suffix);
+                self.runtime.run(&step, Some(&state.kv), false).await?.logits
+            };
+            let r = read_slots(&logits, &self.plan.head, &columns, want_mass)?;
+            mass.extend(r.allowed_mass);
+            runs.push((order, r.probs));
+        }
+        let (probs, unstable) = combine(n, &runs);
+        let allowed_mass = (!mass.is_empty()).then(|| mass.iter().sum::<f64>() / mass.len() as f64);
+        let order_unstable = (opts.debias == Debias::Cyclic).then_some(unstable);
+        let ms = self.runtime.now_ms() - t0;
+        Ok(Decision::new(criterion, &probs, allowed_mass, order_unstable, ms))
+    }
+}

@@ -1,0 +1,12 @@
+//! readout: a typed-readout engine. A decoder reads a state once, keeps its KV
+//! cache, and answers multiple-choice criteria from the answer letters'
+//! next-token logits. See ARCHITECTURE.md.
+
+pub mod core;
+pub mod engine;
+pub mod runtime;
+
+#[cfg(not(target_arch = "wasm32"))]
+pub mod cli;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod model_dir;

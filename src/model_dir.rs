@@ -1,0 +1,100 @@
+//! Native model loading: find a model's files on disk, read them, and build an
+//! engine over the native runtime. Accepts this project's `models/<id>/`
+//! layout and the onnx-community one (`onnx/model_q4f16.onnx`, ...).
+
+use std::path::{Path, PathBuf};
+
+use crate::engine::{Engine, EngineError, ModelAssets};
+use crate::runtime::native::{NativeOptions, NativeRuntime};
+
+/// Graph file names tried under `onnx/`, best first for a CPU runtime that
+/// runs every dtype.
+const ONNX_COMMUNITY: [&str; 5] = ["model_q4f16.onnx", "model_q4.onnx", "model_fp16.onnx", "model.onnx", "model_quantized.onnx"];
+
+#[derive(Debug, Clone)]
+pub struct ModelDir {
+    pub root: PathBuf,
+    pub graph: PathBuf,
+    pub config: PathBuf,
+    pub tokenizer: PathBuf,
+    pub slot_map: Option<PathBuf>,
+    pub model_id: String,
+}
+
+fn file_err(path: &Path, message: impl Into<String>) -> EngineError {
+    EngineError::ModelFile { file: path.display().to_string(), message: message.into() }
+}
+
+fn require(path: PathBuf) -> Result<PathBuf, EngineError> {
+    match std::fs::metadata(&path) {
+        Ok(m) if m.is_file() && m.len() > 0 => Ok(path),
+        Ok(m) if m.is_file() => Err(file_err(&path, "is empty (truncated?)")),
+        Ok(_) => Err(file_err(&path, "is not a file")),
+        Err(e) => Err(file_err(&path, format!("missing ({e})"))),
+    }
+}
+
+impl ModelDir {
+    /// `path` is a model directory or a `.onnx` file inside one.
+    pub fn open(path: &Path) -> Result<Self, EngineError> {
+        let (root, graph) = if path.extension().is_some_and(|e| e == "onnx") {
+            let parent = path.parent().unwrap_or(Path::new("."));
+            let root = if parent.file_name().is_some_and(|n| n == "onnx") { parent.parent().unwrap_or(parent) } else { parent };
+            (root.to_path_buf(), require(path.to_path_buf())?)
+        } else {
+            if !path.is_dir() {
+                return Err(file_err(path, "model directory not found"));
+            }
+            let direct = path.join("model.onnx");
+            let graph = if direct.exists() {
+                require(direct)?
+            } else {
+                ONNX_COMMUNITY
+                    .iter()
+                    .map(|n| path.join("onnx").join(n))
+                    .find(|p| p.exists())
+                    .ok_or_else(|| file_err(&direct, "missing (nor is there onnx/model_*.onnx)"))
+                    .and_then(require)?
+            };
+            (path.to_path_buf(), graph)
+        };
+        let slot_map = root.join("slot_map.json");
+        Ok(Self {
+            config: require(root.join("config.json"))?,
+            tokenizer: require(root.join("tokenizer.json"))?,
+            slot_map: slot_map.exists().then_some(slot_map),
+            model_id: root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            root,
+            graph,
+        })
+    }
+
+    pub fn assets(&self) -> Result<ModelAssets, EngineError> {
+        let read_text = |p: &Path| std::fs::read_to_string(p).map_err(|e| file_err(p, e.to_string()));
+        let tokenizer_json = std::fs::read(&self.tokenizer).map_err(|e| file_err(&self.tokenizer, e.to_string()))?;
+        // A truncated tokenizer.json fails as JSON; name the file, not just the parser.
+        serde_json::from_slice::<serde_json::Value>(&tokenizer_json)
+            .map_err(|e| file_err(&self.tokenizer, format!("is not valid JSON (truncated?): {e}")))?;
+        let config_json = read_text(&self.config)?;
+        serde_json::from_str::<serde_json::Value>(&config_json)
+            .map_err(|e| file_err(&self.config, format!("is not valid JSON (truncated?): {e}")))?;
+        Ok(ModelAssets {
+            model_id: self.model_id.clone(),
+            config_json,
+            tokenizer_json,
+            slot_map_json: self.slot_map.as_deref().map(read_text).transpose()?,
+        })
+    }
+
+    pub async fn engine(&self, opts: &NativeOptions) -> Result<Engine<NativeRuntime>, EngineError> {
+        let assets = self.assets()?;
+        let config = crate::core::config::ModelConfig::parse(&assets.config_json)?;
+        let runtime = NativeRuntime::load(&self.graph, opts, [config.kv_heads, config.head_dim])?;
+        Engine::new(runtime, assets).await
+    }
+}
+
+/// Opens a model directory and builds a proven engine over it.
+pub fn open_engine(path: &Path, opts: &NativeOptions) -> Result<Engine<NativeRuntime>, EngineError> {
+    pollster::block_on(ModelDir::open(path)?.engine(opts))
+}

@@ -1,0 +1,266 @@
+//! The native runtime: the `ort` crate over a dynamically loaded ONNX Runtime
+//! 1.30 (the `libonnxruntime.so.1` that the onnxruntime-node npm package
+//! ships), the same release onnxruntime-web is built from.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use half::f16;
+use ort::environment::Environment;
+use ort::session::{OutputSelector, RunOptions, Session, SessionInputValue};
+use ort::value::{DynValue, Tensor, TensorElementType, ValueType};
+
+use super::{Dtype, RunOutput, Runtime, RuntimeError, Signature, Step};
+use crate::core::logits::Logits;
+
+/// Where onnxruntime-node keeps the Linux x64 library inside node_modules.
+const NODE_LIB: &str = "node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1";
+
+static ENV: OnceLock<Result<Environment, String>> = OnceLock::new();
+
+/// `ORT_DYLIB_PATH`, else `node_modules/...` above the working directory,
+/// else above the executable, else the repository this was built from.
+pub fn find_library() -> Result<PathBuf, RuntimeError> {
+    if let Ok(p) = std::env::var("ORT_DYLIB_PATH") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(RuntimeError::Library(format!("ORT_DYLIB_PATH={} is not a file", p.display())))
+        };
+    }
+    let mut starts: Vec<PathBuf> = Vec::new();
+    if let Ok(d) = std::env::current_dir() {
+        starts.push(d);
+    }
+    if let Ok(e) = std::env::current_exe() {
+        starts.push(e);
+    }
+    starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    for s in &starts {
+        for dir in s.ancestors() {
+            let cand = dir.join(NODE_LIB);
+            if cand.is_file() {
+                return Ok(cand);
+            }
+        }
+    }
+    Err(RuntimeError::Library(format!(
+        "libonnxruntime.so.1 not found: set ORT_DYLIB_PATH or run scripts/setup.sh (it installs {NODE_LIB})"
+    )))
+}
+
+fn environment() -> Result<Environment, RuntimeError> {
+    ENV.get_or_init(|| {
+        let lib = find_library().map_err(|e| e.to_string())?;
+        ort::init_from(&lib)
+            .map_err(|e| format!("{}: {e}", lib.display()))?
+            .with_name("readout")
+            .build()
+            .map_err(|e| e.to_string())
+    })
+    .clone()
+    .map_err(RuntimeError::Library)
+}
+
+/// A past natively: one tensor per `past_key_values.*` input, in signature order.
+pub struct NativeKv {
+    values: Vec<DynValue>,
+    len: usize,
+}
+
+pub struct NativeRuntime {
+    session: Session,
+    signature: Signature,
+    origin: Instant,
+    path: PathBuf,
+}
+
+#[derive(Debug, Clone)]
+pub struct NativeOptions {
+    pub intra_threads: usize,
+}
+
+impl Default for NativeOptions {
+    fn default() -> Self {
+        let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        Self { intra_threads: n }
+    }
+}
+
+fn dtype_of(ty: &ValueType, name: &str) -> Result<(Dtype, Vec<i64>), RuntimeError> {
+    match ty {
+        ValueType::Tensor { ty, shape, .. } => {
+            let d = match ty {
+                TensorElementType::Float32 => Dtype::F32,
+                TensorElementType::Float16 => Dtype::F16,
+                other => return Err(RuntimeError::Signature(format!("{name} is {other:?}; float32 or float16 expected"))),
+            };
+            Ok((d, shape.iter().copied().collect()))
+        }
+        _ => Err(RuntimeError::Signature(format!("{name} is not a tensor"))),
+    }
+}
+
+fn run_err(e: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError::Run(e.to_string())
+}
+
+impl NativeRuntime {
+    /// `kv_dims` (kv heads, head dim, from config.json) fill the past's
+    /// symbolic dims; where the graph fixes a dim it must agree.
+    pub fn load(path: &Path, opts: &NativeOptions, kv_dims: [usize; 2]) -> Result<Self, RuntimeError> {
+        let env = environment()?;
+        let load_err = |e: &dyn std::fmt::Display| RuntimeError::Load { path: path.display().to_string(), message: e.to_string() };
+        let mut builder = Session::builder(&env).map_err(|e| load_err(&e))?;
+        builder = builder.with_intra_threads(opts.intra_threads).map_err(|e| load_err(&e))?;
+        let session = builder.commit_from_file(path).map_err(|e| load_err(&e))?;
+        let inputs: Vec<String> = session.inputs().iter().map(|o| o.name().to_string()).collect();
+        let outputs: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
+        let past0 = session
+            .inputs()
+            .iter()
+            .find(|o| o.name() == "past_key_values.0.key")
+            .ok_or_else(|| RuntimeError::Signature(format!("no past_key_values.0.key input (inputs: {inputs:?})")))?;
+        let (kv_dtype, mut kv_shape) = dtype_of(past0.dtype(), past0.name())?;
+        if kv_shape.len() != 4 {
+            return Err(RuntimeError::Signature(format!("past_key_values.0.key has dims {kv_shape:?}; [batch, kv_heads, past, head_dim] expected")));
+        }
+        for (axis, want) in [(1, kv_dims[0]), (3, kv_dims[1])] {
+            match kv_shape[axis] {
+                d if d < 0 => kv_shape[axis] = want as i64,
+                d if d as usize == want => {}
+                d => return Err(RuntimeError::Signature(format!("past_key_values.0.key dim {axis} is {d} but config.json says {want}"))),
+            }
+        }
+        let logits = session
+            .outputs()
+            .iter()
+            .find(|o| o.name() == "logits")
+            .ok_or_else(|| RuntimeError::Signature(format!("no logits output (outputs: {outputs:?})")))?;
+        let (logits_dtype, _) = dtype_of(logits.dtype(), "logits")?;
+        let signature = Signature::from_io(inputs, outputs, kv_dtype, kv_shape, logits_dtype)?;
+        Ok(Self { session, signature, origin: Instant::now(), path: path.to_path_buf() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A zero-length past: shape `[1, kv_heads, 0, head_dim]`.
+    fn empty_past(&self) -> Result<Vec<DynValue>, RuntimeError> {
+        let s = &self.signature.kv_shape;
+        let shape = [1usize, s[1] as usize, 0, s[3] as usize];
+        let mut v = Vec::with_capacity(self.signature.past.len() * 2);
+        for _ in 0..self.signature.past.len() * 2 {
+            let t: DynValue = match self.signature.kv_dtype {
+                Dtype::F32 => Tensor::<f32>::from_array((shape, Vec::<f32>::new())).map_err(run_err)?.into_dyn(),
+                Dtype::F16 => Tensor::<f16>::from_array((shape, Vec::<f16>::new())).map_err(run_err)?.into_dyn(),
+            };
+            v.push(t);
+        }
+        Ok(v)
+    }
+}
+
+fn i64_tensor(v: &[i64]) -> Result<DynValue, RuntimeError> {
+    Ok(Tensor::<i64>::from_array(([1usize, v.len()], v.to_vec())).map_err(run_err)?.into_dyn())
+}
+
+fn take_logits(v: &DynValue) -> Result<Logits, RuntimeError> {
+    match v.dtype() {
+        ValueType::Tensor { ty: TensorElementType::Float32, .. } => {
+            let (shape, data) = v.try_extract_tensor::<f32>().map_err(run_err)?;
+            Ok(Logits::f32(shape.iter().map(|&d| d as usize).collect(), data.to_vec()))
+        }
+        ValueType::Tensor { ty: TensorElementType::Float16, .. } => {
+            let (shape, data) = v.try_extract_tensor::<f16>().map_err(run_err)?;
+            Ok(Logits::f16(shape.iter().map(|&d| d as usize).collect(), data.to_vec()))
+        }
+        other => Err(RuntimeError::Run(format!("logits came back as {other:?}"))),
+    }
+}
+
+impl Runtime for NativeRuntime {
+    type Kv = NativeKv;
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    async fn run(&mut self, step: &Step, past: Option<&NativeKv>, keep_present: bool) -> Result<RunOutput<NativeKv>, RuntimeError> {
+        let sig = &self.signature;
+        let empty;
+        let past_values: &[DynValue] = match past {
+            Some(kv) => &kv.values,
+            None => {
+                empty = self.empty_past()?;
+                &empty
+            }
+        };
+        let mut feed: Vec<(String, SessionInputValue<'_>)> = Vec::with_capacity(3 + past_values.len());
+        feed.push(("input_ids".into(), i64_tensor(&step.input_ids)?.into()));
+        match (&step.attention_mask, sig.has_attention_mask) {
+            (Some(m), true) => feed.push(("attention_mask".into(), i64_tensor(m)?.into())),
+            (None, false) => {}
+            (m, has) => return Err(RuntimeError::Run(format!("attention_mask given: {}, graph takes it: {has}", m.is_some()))),
+        }
+        match (&step.position_ids, sig.has_position_ids) {
+            (Some(p), true) => feed.push(("position_ids".into(), i64_tensor(p)?.into())),
+            (None, false) => {}
+            (p, has) => return Err(RuntimeError::Run(format!("position_ids given: {}, graph takes it: {has}", p.is_some()))),
+        }
+        for (i, pair) in sig.past.iter().enumerate() {
+            feed.push((pair.past_key.clone(), (&past_values[2 * i]).into()));
+            feed.push((pair.past_value.clone(), (&past_values[2 * i + 1]).into()));
+        }
+        let mut selector = OutputSelector::no_default().with("logits");
+        if keep_present {
+            for pair in &sig.past {
+                selector = selector.with(pair.present_key.clone()).with(pair.present_value.clone());
+            }
+        }
+        let options = RunOptions::new().map_err(run_err)?.with_outputs(selector);
+        let present_names: Vec<(String, String)> =
+            sig.past.iter().map(|p| (p.present_key.clone(), p.present_value.clone())).collect();
+        let mut out = self.session.run_with_options(feed, &options).map_err(run_err)?;
+        let logits = take_logits(out.get("logits").ok_or_else(|| RuntimeError::Run("no logits in the outputs".into()))?)?;
+        let present = if keep_present {
+            let mut values = Vec::with_capacity(present_names.len() * 2);
+            for (k, v) in &present_names {
+                for name in [k, v] {
+                    values.push(out.remove(name).ok_or_else(|| RuntimeError::Run(format!("{name} missing from the outputs")))?);
+                }
+            }
+            let len = match values[0].dtype() {
+                ValueType::Tensor { shape, .. } if shape.len() == 4 => shape[2] as usize,
+                other => return Err(RuntimeError::Run(format!("present.0.key came back as {other:?}"))),
+            };
+            Some(NativeKv { values, len })
+        } else {
+            None
+        };
+        Ok(RunOutput { logits, present })
+    }
+
+    fn kv_len(&self, kv: &NativeKv) -> usize {
+        kv.len
+    }
+
+    fn kv_tensors(&self, kv: &NativeKv) -> usize {
+        kv.values.len()
+    }
+
+    fn release(&mut self, kv: NativeKv) {
+        drop(kv);
+    }
+
+    fn now_ms(&self) -> f64 {
+        self.origin.elapsed().as_secs_f64() * 1e3
+    }
+
+    fn describe(&self) -> String {
+        format!("onnxruntime 1.30 (native, CPU), {}", self.path.display())
+    }
+}
