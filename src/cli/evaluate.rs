@@ -1,0 +1,130 @@
+//! `readout evaluate`: a fixture through the engine, metrics per family.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use super::CliError;
+use crate::core::debias::Debias;
+use crate::core::decision::Decision;
+use crate::core::fixture::parse_jsonl;
+use crate::core::metrics::{calibrate, report, Calibration, Report, Scored};
+use crate::engine::ScoreOptions;
+use crate::model_dir::open_engine;
+use crate::runtime::native::NativeOptions;
+
+#[derive(Serialize)]
+struct Row {
+    state: String,
+    family: String,
+    gold: Option<String>,
+    decision: Decision,
+}
+
+#[derive(Serialize)]
+struct EvalReport {
+    model: String,
+    runtime: String,
+    fixture: String,
+    debias: Debias,
+    states: usize,
+    criteria: usize,
+    seconds: f64,
+    load_seconds: f64,
+    report: Report,
+    calibration: Option<Calibration>,
+    rows: Vec<Row>,
+}
+
+pub fn run(fixture: &Path, model: &Path, debias: Debias, out: Option<PathBuf>, opts: &NativeOptions) -> Result<(), CliError> {
+    let text = std::fs::read_to_string(fixture).map_err(|e| CliError::file(fixture, e))?;
+    let states = parse_jsonl(&text).map_err(|e| CliError::file(fixture, e))?;
+    let total: usize = states.iter().map(|s| s.criteria.len()).sum();
+    if total == 0 {
+        return Err(CliError::Usage(format!("{}: no criteria to evaluate", fixture.display())));
+    }
+    let t_load = Instant::now();
+    let mut engine = open_engine(model, opts)?;
+    let load_seconds = t_load.elapsed().as_secs_f64();
+    let info = engine.info();
+    eprintln!("readout: {} loaded in {load_seconds:.1}s; convention {:?} proven", info.model_id, info.proof.convention);
+
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} criteria  eta {eta}  {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let so = ScoreOptions { debias, allowed_mass: true };
+    let t0 = Instant::now();
+    let mut rows = Vec::with_capacity(total);
+    let mut scored = Vec::new();
+    pollster::block_on(async {
+        for s in &states {
+            bar.set_message(s.id.clone());
+            let id = engine.prefill(s).await?;
+            for c in &s.criteria {
+                let d = engine.score(id, c, &so).await?;
+                if let Some(gold) = c.answer_index() {
+                    scored.push(Scored {
+                        family: c.family.clone(),
+                        gold,
+                        gold_class: c.options[gold].id.clone(),
+                        probs: d.p(),
+                        order_unstable: d.order_unstable.unwrap_or(false),
+                    });
+                }
+                rows.push(Row { state: s.id.clone(), family: c.family.clone(), gold: c.answer.clone(), decision: d });
+                bar.inc(1);
+            }
+            engine.dispose(id)?;
+        }
+        Ok::<(), CliError>(())
+    })?;
+    bar.finish_and_clear();
+    let seconds = t0.elapsed().as_secs_f64();
+    let rep = report(&scored);
+    print_table(&rep, debias, seconds, scored.len());
+
+    let r = EvalReport {
+        model: info.model_id.clone(),
+        runtime: info.runtime.clone(),
+        fixture: fixture.display().to_string(),
+        debias,
+        states: states.len(),
+        criteria: total,
+        seconds,
+        load_seconds,
+        calibration: calibrate(&scored),
+        report: rep,
+        rows,
+    };
+    let out = out.unwrap_or_else(|| {
+        let stem = fixture.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let tag = if debias == Debias::Cyclic { "-cyclic" } else { "" };
+        PathBuf::from("reports").join(format!("evaluate-{}-{stem}{tag}.json", info.model_id))
+    });
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| CliError::file(dir, e))?;
+    }
+    let json = serde_json::to_string_pretty(&r).map_err(|e| CliError::file(&out, e))?;
+    std::fs::write(&out, json).map_err(|e| CliError::file(&out, e))?;
+    eprintln!("readout: report written to {}", out.display());
+    Ok(())
+}
+
+fn print_table(r: &Report, debias: Debias, seconds: f64, scored: usize) {
+    println!("{:<12} {:>4} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9}", "family", "n", "acc", "bal.acc", "ECE", "Brier", "NLL", "unstable");
+    let line = |name: &str, s: &crate::core::metrics::Summary| {
+        println!(
+            "{:<12} {:>4} {:>8.3} {:>8.3} {:>7.3} {:>7.3} {:>7.3} {:>9}",
+            name, s.n, s.accuracy, s.balanced_accuracy, s.ece, s.brier, s.nll, s.order_unstable
+        )
+    };
+    for (f, s) in &r.families {
+        line(f, s);
+    }
+    line("overall", &r.overall);
+    println!("mean family balanced accuracy {:.3}  ({scored} criteria with answers, debias {debias:?}, {seconds:.1}s)", r.mean_family_balanced_accuracy);
+}

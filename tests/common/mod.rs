@@ -1,0 +1,74 @@
+#![allow(dead_code)]
+//! Shared helpers for the native integration tests. The tiny models are built
+//! by `scripts/build_models.py tiny` (the test command does it first); a
+//! missing model is a failure with that instruction, never a skip.
+
+use std::path::{Path, PathBuf};
+
+use readout::core::fixture::{Criterion, OptionSpec, StateSpec};
+use readout::engine::Engine;
+use readout::model_dir::open_engine;
+use readout::runtime::native::{NativeOptions, NativeRuntime};
+
+pub const Q4: &str = "qwen3-tiny-random-q4";
+pub const Q4F16: &str = "qwen3-tiny-random-q4f16";
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn model_path(id: &str) -> PathBuf {
+    let p = root().join("models").join(id);
+    assert!(p.join("model.onnx").is_file(), "{} is not built: run `bash scripts/test.sh` or `.venv/bin/python scripts/build_models.py tiny`", p.display());
+    p
+}
+
+pub fn engine(id: &str) -> Engine<NativeRuntime> {
+    open_engine(&model_path(id), &opts()).unwrap_or_else(|e| panic!("{id}: {e}"))
+}
+
+pub fn opts() -> NativeOptions {
+    NativeOptions { intra_threads: 2 }
+}
+
+pub fn criterion(id: &str, question: &str, options: &[&str]) -> Criterion {
+    Criterion {
+        id: id.into(),
+        family: "test".into(),
+        question: question.into(),
+        options: options
+            .iter()
+            .enumerate()
+            .map(|(i, d)| OptionSpec { id: format!("o{i}"), description: d.to_string() })
+            .collect(),
+        answer: None,
+    }
+}
+
+pub fn state(evidence: &str) -> StateSpec {
+    StateSpec { id: "s".into(), instruction: None, evidence: evidence.into(), criteria: vec![] }
+}
+
+pub fn fixture() -> Vec<StateSpec> {
+    let text = std::fs::read_to_string(root().join("tests/fixtures/authored.jsonl")).expect("tests/fixtures/authored.jsonl");
+    readout::core::fixture::parse_jsonl(&text).expect("fixture parses")
+}
+
+/// Copies a model directory (graph, data, config, tokenizer) to a fresh temp dir.
+pub fn copy_model(id: &str, dest: &Path) {
+    std::fs::create_dir_all(dest).unwrap();
+    for f in ["model.onnx", "model.onnx.data", "config.json", "tokenizer.json"] {
+        std::fs::copy(model_path(id).join(f), dest.join(f)).unwrap();
+    }
+}
+
+pub fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("readout-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    pollster::block_on(f)
+}
