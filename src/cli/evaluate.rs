@@ -46,7 +46,7 @@ pub fn run(fixture: &Path, model: &Path, debias: Debias, out: Option<PathBuf>, o
         return Err(CliError::Usage(format!("{}: no criteria to evaluate", fixture.display())));
     }
     let t_load = Instant::now();
-    let mut engine = open_engine(model, opts)?;
+    let mut engine = open_engine(&crate::model_dir::resolve(model)?, opts)?;
     let load_seconds = t_load.elapsed().as_secs_f64();
     let info = engine.info();
     eprintln!("readout: {} loaded in {load_seconds:.1}s; convention {:?} proven", info.model_id, info.proof.convention);

@@ -2,6 +2,7 @@
 
 mod evaluate;
 mod score;
+mod surgery;
 
 use std::path::PathBuf;
 
@@ -15,6 +16,8 @@ use crate::runtime::native::NativeOptions;
 pub enum CliError {
     #[error(transparent)]
     Engine(#[from] EngineError),
+    #[error(transparent)]
+    Export(#[from] crate::export::ExportError),
     #[error("{path}: {message}")]
     File { path: String, message: String },
     #[error("{0}")]
@@ -84,6 +87,47 @@ enum Command {
         #[arg(long)]
         model: PathBuf,
     },
+    /// Inputs, outputs, KV layout, the head and what pruning would change.
+    Inspect {
+        /// A model directory or .onnx file.
+        model: PathBuf,
+        /// Rows a pruned head would keep (for the size estimate).
+        #[arg(long, default_value_t = 20)]
+        rows: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the head compute the last position only (slices its input, not its output).
+    Trim {
+        model: PathBuf,
+        #[arg(short, long)]
+        out: PathBuf,
+    },
+    /// Replace the head with the rows of the answer letters; writes slot_map.json.
+    Prune {
+        model: PathBuf,
+        /// Letters to keep, in order (a prefix of ABCDEFGHIJKLMNOPQRST serves criteria with that many options).
+        #[arg(long, default_value = "ABCDEFGHIJKLMNOPQRST")]
+        letters: String,
+        /// tokenizer.json to find the letter ids with (default: the model's own).
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+        #[arg(short, long)]
+        out: PathBuf,
+    },
+    /// Add an output `last_hidden`: the head's input at the last position (and head_rows.json).
+    ExposeHidden {
+        model: PathBuf,
+        #[arg(short, long)]
+        out: PathBuf,
+    },
+    /// Write models.json from the built model directories (sizes and sha256 measured from disk).
+    Catalog {
+        #[arg(long, default_value = "models")]
+        models: PathBuf,
+        #[arg(short, long, default_value = "models.json")]
+        out: PathBuf,
+    },
 }
 
 pub fn main() -> std::process::ExitCode {
@@ -96,6 +140,13 @@ pub fn main() -> std::process::ExitCode {
         Command::Score { model, state, debias, check } => score::run(&model, &state, debias.into(), check, &opts),
         Command::Evaluate { fixture, model, debias, out } => evaluate::run(&fixture, &model, debias.into(), out, &opts),
         Command::Info { model } => info(&model, &opts),
+        Command::Inspect { model, rows, json } => surgery::inspect(&model, rows, json),
+        Command::Trim { model, out } => surgery::apply(&model, &out, crate::export::commands::Op::Trim),
+        Command::Prune { model, letters, tokenizer, out } => {
+            surgery::apply(&model, &out, crate::export::commands::Op::Prune { letters, tokenizer })
+        }
+        Command::ExposeHidden { model, out } => surgery::apply(&model, &out, crate::export::commands::Op::ExposeHidden),
+        Command::Catalog { models, out } => surgery::catalog(&models, &out),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -107,7 +158,7 @@ pub fn main() -> std::process::ExitCode {
 }
 
 fn info(model: &std::path::Path, opts: &NativeOptions) -> Result<(), CliError> {
-    let engine = crate::model_dir::open_engine(model, opts)?;
+    let engine = crate::model_dir::open_engine(&crate::model_dir::resolve(model)?, opts)?;
     println!("{}", serde_json::to_string_pretty(&engine.info()).unwrap_or_default());
     Ok(())
 }

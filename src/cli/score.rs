@@ -47,7 +47,7 @@ pub fn read_state(path: &Path) -> Result<StateSpec, CliError> {
 
 pub fn run(model: &Path, state_path: &Path, debias: Debias, check: bool, opts: &NativeOptions) -> Result<(), CliError> {
     let state = read_state(state_path)?;
-    let mut engine = open_engine(model, opts)?;
+    let mut engine = open_engine(&crate::model_dir::resolve(model)?, opts)?;
     let so = ScoreOptions { debias, allowed_mass: true };
     pollster::block_on(async {
         let id = engine.prefill(&state).await?;

@@ -7,6 +7,7 @@ pub mod debias;
 pub mod decision;
 mod error;
 pub mod fixture;
+pub mod head_rows;
 pub mod logits;
 pub mod metrics;
 pub mod prompt;

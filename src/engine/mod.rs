@@ -19,6 +19,7 @@ use crate::core::config::ModelConfig;
 use crate::core::debias::{combine, orders, Debias};
 use crate::core::decision::Decision;
 use crate::core::fixture::{Criterion, StateSpec};
+use crate::core::head_rows::HeadRows;
 use crate::core::prompt::{render_head, render_suffix};
 use crate::core::readout::read_slots;
 use crate::core::slot_map::SlotMap;
@@ -32,6 +33,8 @@ pub struct ModelAssets {
     pub config_json: String,
     pub tokenizer_json: Vec<u8>,
     pub slot_map_json: Option<String>,
+    /// `head_rows.json`, required when the graph exposes `last_hidden`.
+    pub head_rows_json: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -92,7 +95,12 @@ impl<R: Runtime> Engine<R> {
                 config.layers
             )));
         }
-        let proof = proof::prove(&mut runtime, &tokenizer, &plan).await?;
+        let head_rows = assets.head_rows_json.as_deref().map(HeadRows::parse).transpose()?;
+        if sig.exposes_hidden() && head_rows.is_none() {
+            return Err(EngineError::Proof("the graph exposes last_hidden but head_rows.json is missing: extraction cannot be proven".into()));
+        }
+        let head_rows = head_rows.filter(|_| sig.exposes_hidden());
+        let proof = proof::prove(&mut runtime, &tokenizer, &plan, head_rows.as_ref()).await?;
         Ok(Self { runtime, model_id: assets.model_id, config, tokenizer, plan, proof, states: BTreeMap::new(), next_state: 1 })
     }
 
@@ -181,6 +189,31 @@ impl<R: Runtime> Engine<R> {
     /// concatenated head and suffix ids (never a re-tokenisation).
     pub async fn score_uncached(&mut self, id: StateId, criterion: &Criterion, opts: &ScoreOptions) -> Result<Decision, EngineError> {
         self.score_with(id, criterion, opts, true).await
+    }
+
+    /// The hidden state at each criterion's answer position (the input to the
+    /// head), for graphs that expose it; proven at load (DESIGN §6.4).
+    pub async fn extract(&mut self, id: StateId, criteria: &[Criterion]) -> Result<Vec<Vec<f32>>, EngineError> {
+        if !self.runtime.signature().exposes_hidden() {
+            return Err(EngineError::Proof("this graph does not expose last_hidden (build it with `readout expose-hidden`)".into()));
+        }
+        let mut out = Vec::with_capacity(criteria.len());
+        for c in criteria {
+            c.validate()?;
+            let state = self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?;
+            let order: Vec<usize> = (0..c.options.len()).collect();
+            let suffix = self.tokenizer.encode(&render_suffix(c, &order))?;
+            let total = state.head_ids.len() + suffix.len();
+            if total > self.config.max_positions {
+                return Err(CoreError::ContextOverflow { field: "evidence + criterion", tokens: total, limit: self.config.max_positions }.into());
+            }
+            let past_len = self.runtime.kv_len(&state.kv);
+            let step = derive(self.proof.convention, self.runtime.signature(), past_len, &suffix);
+            let r = self.runtime.run(&step, Some(&state.kv), false).await?;
+            let h = r.hidden.ok_or_else(|| EngineError::Proof("the run returned no last_hidden".into()))?;
+            out.push((0..h.len()).map(|i| h.get(i)).collect());
+        }
+        Ok(out)
     }
 
     pub async fn score_all(&mut self, id: StateId, criteria: &[Criterion], opts: &ScoreOptions) -> Result<Vec<Decision>, EngineError> {

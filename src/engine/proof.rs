@@ -8,6 +8,7 @@ use super::head::LetterPlan;
 use super::EngineError;
 use crate::core::debias::argmax;
 use crate::core::fixture::{Criterion, OptionSpec};
+use crate::core::head_rows::HeadRows;
 use crate::core::logits::Logits;
 use crate::core::prompt::{render_head, render_suffix};
 use crate::core::readout::{readout_offset, softmax};
@@ -46,6 +47,13 @@ pub fn probe_criterion() -> Criterion {
     }
 }
 
+/// The probe's head and suffix ids, tokenised separately.
+pub fn probe_ids(tok: &TextTokenizer) -> Result<(Vec<u32>, Vec<u32>), EngineError> {
+    let head = tok.encode(&render_head(None, PROBE_EVIDENCE))?;
+    let suffix = tok.encode(&render_suffix(&probe_criterion(), &[0, 1, 2, 3]))?;
+    Ok((head, suffix))
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct CandidateResult {
     pub convention: Convention,
@@ -69,6 +77,39 @@ pub struct ProofReport {
     pub tolerance: f64,
     pub candidates: Vec<CandidateResult>,
     pub convention: Convention,
+    /// DESIGN §6.4, when the graph exposes `last_hidden`: max |hidden · row −
+    /// logit| over the letter rows, on the uncached and the cached probe.
+    pub extraction_max_abs_diff: Option<f64>,
+}
+
+/// Max |Δ| allowed between `hidden · rows` and the returned logits. The int4
+/// head multiplies an activation quantised to int8 (accuracy_level 4) or in
+/// float16, so a float32 product differs in the last digits, while the hidden
+/// state of a wrong position misses by whole units.
+pub const EXTRACTION_TOLERANCE: f64 = 0.05;
+
+fn compare(conv: Convention, p: &[f64], reference: &[f64], tol: f64) -> CandidateResult {
+    let dp = p.iter().zip(reference).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    let same = argmax(p) == argmax(reference);
+    CandidateResult { convention: conv, max_dp: Some(dp), argmax_same: Some(same), error: None, agrees: same && dp <= tol }
+}
+
+/// How far `hidden · rows` lands from the logits at the rows' columns.
+pub fn extraction_miss(rows: &HeadRows, hidden: Option<&Logits>, logits: &Logits, what: &str) -> Result<f64, EngineError> {
+    let h = hidden.ok_or_else(|| EngineError::Proof(format!("{what}: the graph exposes last_hidden but returned none")))?;
+    let hv: Vec<f32> = (0..h.len()).map(|i| h.get(i)).collect();
+    let last = logits.dims[1] - 1;
+    let mut worst: f64 = 0.0;
+    for (c, v) in rows.columns.iter().zip(rows.project(&hv)) {
+        let l = logits.get(last * logits.dims[2] + c) as f64;
+        worst = worst.max((l - v).abs());
+    }
+    if worst > EXTRACTION_TOLERANCE {
+        return Err(EngineError::Proof(format!(
+            "{what}: last_hidden · head rows misses the returned logits by {worst:.3e} (> {EXTRACTION_TOLERANCE}): the engine would gather the wrong token's state"
+        )));
+    }
+    Ok(worst)
 }
 
 /// The letter distribution at the readout offset of `logits`.
@@ -96,16 +137,15 @@ fn check_dims(logits: &Logits, plan: &LetterPlan, new_tokens: usize, what: &str)
 
 /// Runs the probe under every candidate and freezes the one convention that
 /// matches the uncached forward. Anything else is a hard error.
-pub async fn prove<R: Runtime>(rt: &mut R, tok: &TextTokenizer, plan: &LetterPlan) -> Result<ProofReport, EngineError> {
+pub async fn prove<R: Runtime>(rt: &mut R, tok: &TextTokenizer, plan: &LetterPlan, head_rows: Option<&HeadRows>) -> Result<ProofReport, EngineError> {
     let sig = rt.signature().clone();
-    let crit = probe_criterion();
-    let head = tok.encode(&render_head(None, PROBE_EVIDENCE))?;
-    let suffix = tok.encode(&render_suffix(&crit, &[0, 1, 2, 3]))?;
+    let (head, suffix) = probe_ids(tok)?;
     let mut full = head.clone();
     full.extend_from_slice(&suffix);
 
     let first = candidates(&sig)[0];
-    let uncached = rt.run(&derive(first, &sig, 0, &full), None, false).await?.logits;
+    let uncached_out = rt.run(&derive(first, &sig, 0, &full), None, false).await?;
+    let uncached = uncached_out.logits;
     let all_positions = check_dims(&uncached, plan, full.len(), "uncached forward")?;
     let reference = letter_probs(&uncached, plan)?;
     let tol = tolerance(sig.logits_dtype);
@@ -119,17 +159,18 @@ pub async fn prove<R: Runtime>(rt: &mut R, tok: &TextTokenizer, plan: &LetterPla
     }
 
     let mut results = Vec::new();
+    let mut hidden_checks = Vec::new();
     for conv in candidates(&sig) {
         let step = derive(conv, &sig, past_len, &suffix);
         let r = match rt.run(&step, Some(&kv), false).await {
             Err(e) => CandidateResult { convention: conv, max_dp: None, argmax_same: None, error: Some(e.to_string()), agrees: false },
             Ok(out) => match check_dims(&out.logits, plan, suffix.len(), "cached suffix").and_then(|_| letter_probs(&out.logits, plan)) {
-                Err(e) => CandidateResult { convention: conv, max_dp: None, argmax_same: None, error: Some(e.to_string()), agrees: false },
-                Ok(p) => {
-                    let dp = p.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-                    let same = argmax(&p) == argmax(&reference);
-                    CandidateResult { convention: conv, max_dp: Some(dp), argmax_same: Some(same), error: None, agrees: same && dp <= tol }
+                Ok(p) if head_rows.is_some() => {
+                    hidden_checks.push((conv, out.hidden.clone(), out.logits.clone()));
+                    compare(conv, &p, &reference, tol)
                 }
+                Err(e) => CandidateResult { convention: conv, max_dp: None, argmax_same: None, error: Some(e.to_string()), agrees: false },
+                Ok(p) => compare(conv, &p, &reference, tol),
             },
         };
         results.push(r);
@@ -146,9 +187,22 @@ pub async fn prove<R: Runtime>(rt: &mut R, tok: &TextTokenizer, plan: &LetterPla
         tolerance: tol,
         candidates: results.clone(),
         convention: conv,
+        extraction_max_abs_diff: None,
     };
     match agreeing.as_slice() {
-        [one] => Ok(report(*one)),
+        [one] => {
+            let mut r = report(*one);
+            if let Some(rows) = head_rows {
+                let mut worst = extraction_miss(rows, uncached_out.hidden.as_ref(), &uncached, "uncached forward")?;
+                for (conv, hidden, logits) in &hidden_checks {
+                    if conv == one {
+                        worst = worst.max(extraction_miss(rows, hidden.as_ref(), logits, "cached suffix")?);
+                    }
+                }
+                r.extraction_max_abs_diff = Some(worst);
+            }
+            Ok(r)
+        }
         _ => Err(EngineError::Proof(format!(
             "{} of {} position conventions agree with the uncached forward (tolerance {tol:e}); exactly one must. Measured: {}",
             agreeing.len(),

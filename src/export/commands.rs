@@ -1,0 +1,233 @@
+//! trim / prune / expose-hidden as whole commands: read a model directory,
+//! edit, write to a temporary directory beside the output, verify against the
+//! input on a probe (and by the engine's own load-time proofs), and only then
+//! move it into place. On any failure nothing is left behind.
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::graph::OnnxModel;
+use super::head::find_head;
+use super::passes::{expose_hidden, prune, trim};
+use super::rows::head_rows;
+use super::verify::{compare_logits, embeddings_untouched, forward, probe, Verification};
+use super::ExportError;
+use crate::core::config::ModelConfig;
+use crate::core::head_rows::HeadRows;
+use crate::core::prompt::LETTERS;
+use crate::core::slot_map::SlotMap;
+use crate::core::tokenizer::TextTokenizer;
+use crate::model_dir::ModelDir;
+use crate::runtime::native::NativeOptions;
+
+#[derive(Debug, Clone)]
+pub enum Op {
+    Trim,
+    Prune { letters: String, tokenizer: Option<PathBuf> },
+    ExposeHidden,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SurgeryReport {
+    pub command: String,
+    pub input: String,
+    pub output: String,
+    pub verification: Verification,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slot_map: Option<SlotMap>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed_bytes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub added_bytes: Option<usize>,
+    pub files: Vec<(String, u64)>,
+}
+
+/// Files copied unchanged from the input directory when present.
+const SIDECARS: [&str; 5] = ["config.json", "tokenizer.json", "tokenizer_config.json", "genai_config.json", "chat_template.jinja"];
+
+
+pub fn run(input: &Path, out: &Path, op: &Op) -> Result<SurgeryReport, ExportError> {
+    let dir = ModelDir::open(input)?;
+    let config = ModelConfig::parse(&std::fs::read_to_string(&dir.config).map_err(|e| ExportError::file(&dir.config, e))?)?;
+    let tok_path = match op {
+        Op::Prune { tokenizer: Some(t), .. } => t.clone(),
+        _ => dir.tokenizer.clone(),
+    };
+    let tok = TextTokenizer::from_json(&std::fs::read(&tok_path).map_err(|e| ExportError::file(&tok_path, e))?)?;
+    let in_slot = dir.slot_map.as_ref().map(|p| std::fs::read_to_string(p).map_err(|e| ExportError::file(p, e))).transpose()?;
+    let in_slot = in_slot.as_deref().map(SlotMap::parse).transpose()?;
+
+    let mut model = OnnxModel::load(&dir.graph)?;
+    let mut slot_map = in_slot.clone();
+    let (mut removed, mut added) = (None, None);
+    let (command, keep) = match op {
+        Op::Trim => {
+            trim(&mut model)?;
+            ("trim", None)
+        }
+        Op::ExposeHidden => {
+            expose_hidden(&mut model)?;
+            ("expose-hidden", None)
+        }
+        Op::Prune { letters, .. } => {
+            if in_slot.is_some() {
+                return Err(ExportError::Unsupported("the input is already pruned (it has slot_map.json)".into()));
+            }
+            let ids = tok.probe_letter_ids()?;
+            let mut keep = Vec::new();
+            for l in letters.chars() {
+                let i = LETTERS.find(l).ok_or_else(|| ExportError::Unsupported(format!("--letters: {l:?} is not one of {LETTERS}")))?;
+                keep.push(ids.ids[i]);
+            }
+            let map = SlotMap::new(&dir.model_id, Some(&ids.separator), letters, keep.clone(), config.vocab_size)?;
+            let stats = prune(&mut model, &keep)?;
+            removed = Some(stats.removed_bytes);
+            added = Some(stats.added_bytes);
+            slot_map = Some(map);
+            ("prune", Some(keep))
+        }
+    };
+
+    let verification = finish(&dir, &model, out, &config, &tok, slot_map.as_ref(), keep.as_deref())?;
+    let mut files: Vec<(String, u64)> = std::fs::read_dir(out)
+        .map_err(|e| ExportError::file(out, e))?
+        .filter_map(|e| e.ok())
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().map(|m| m.len()).unwrap_or(0)))
+        .collect();
+    files.sort();
+    Ok(SurgeryReport {
+        command: command.into(),
+        input: dir.graph.display().to_string(),
+        output: out.display().to_string(),
+        verification,
+        slot_map,
+        removed_bytes: removed,
+        added_bytes: added,
+        files,
+    })
+}
+
+/// Writes `model` to a temporary directory beside `out`, verifies it against
+/// the input model of `dir` (output row `i` must equal input column `keep[i]`
+/// when `keep` is given), and moves it to `out` only if every check passes.
+/// Allowed |Δ| between a trimmed head's single row and the stock head's last
+/// row: 8 units in the last place at the row's largest magnitude.
+fn trim_tolerance(stock: &crate::core::logits::Logits) -> f64 {
+    let row = stock.row_f32(stock.dims[1] - 1);
+    let peak = row.iter().fold(1.0f32, |m, v| m.max(v.abs())) as f64;
+    let eps = if stock.is_f16() { 2f64.powi(-10) } else { 2f64.powi(-23) };
+    8.0 * eps * peak
+}
+
+pub fn finish(
+    dir: &ModelDir,
+    model: &OnnxModel,
+    out: &Path,
+    config: &ModelConfig,
+    tok: &TextTokenizer,
+    slot_map: Option<&SlotMap>,
+    keep: Option<&[u32]>,
+) -> Result<Verification, ExportError> {
+    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| ExportError::file(parent, e))?;
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+    let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(|e| ExportError::file(&tmp, e))?;
+    let verification = match write_and_verify(dir, model, &tmp, config, tok, slot_map, keep) {
+        Ok(v) => v,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+    };
+    if out.exists() {
+        std::fs::remove_dir_all(out).map_err(|e| ExportError::file(out, e))?;
+    }
+    std::fs::rename(&tmp, out).map_err(|e| ExportError::file(out, e))?;
+    Ok(verification)
+}
+
+/// The letter columns of the output logits: vocabulary ids, or pruned rows.
+fn letter_columns(tok: &TextTokenizer, slot_map: Option<&SlotMap>) -> Result<Vec<usize>, ExportError> {
+    Ok(match slot_map {
+        Some(m) => (0..m.rows).collect(),
+        None => tok.probe_letter_ids()?.ids.iter().map(|&i| i as usize).collect(),
+    })
+}
+
+fn write_and_verify(
+    dir: &ModelDir,
+    model: &OnnxModel,
+    tmp: &Path,
+    config: &ModelConfig,
+    tok: &TextTokenizer,
+    slot_map: Option<&SlotMap>,
+    keep: Option<&[u32]>,
+) -> Result<Verification, ExportError> {
+    model.save(tmp, "model.onnx")?;
+    for f in SIDECARS {
+        let src = dir.root.join(f);
+        if src.is_file() {
+            std::fs::copy(&src, tmp.join(f)).map_err(|e| ExportError::file(&src, e))?;
+        }
+    }
+    if let Some(m) = slot_map {
+        std::fs::write(tmp.join("slot_map.json"), m.to_json()).map_err(|e| ExportError::file(tmp, e))?;
+    }
+    let written = OnnxModel::load(&tmp.join("model.onnx"))?;
+    let exposes = written.output(super::head::HIDDEN_OUTPUT).is_some();
+    if exposes {
+        let columns = letter_columns(tok, slot_map)?;
+        let (rows, bias) = head_rows(&written, &columns)?;
+        let hr = HeadRows { version: 1, columns, rows, bias };
+        std::fs::write(tmp.join("head_rows.json"), serde_json::to_string(&hr).unwrap_or_default()).map_err(|e| ExportError::file(tmp, e))?;
+    }
+
+    let ids = probe(tok)?;
+    let (a, _) = forward(&dir.graph, config, &ids)?;
+    let (b, hidden) = forward(&tmp.join("model.onnx"), config, &ids)?;
+    // Output row i is input column columns[i]: the kept ids for a fresh prune,
+    // the slot map's ids for an already-pruned input, else the identity.
+    let input_rows = find_head(model).map(|_| a.dims[2])?;
+    let columns: Vec<usize> = match keep {
+        Some(k) => k.iter().map(|&i| i as usize).collect(),
+        None => (0..input_rows).collect(),
+    };
+    let (max_abs_diff, compared) = compare_logits(&a, &b, &columns)?;
+    // When both graphs run the head over the same positions the arithmetic per
+    // kept row is the same: anything but exact equality is a fault. A trimmed
+    // head runs on one row instead of S, and the int4 kernel takes another
+    // path for a single row; it must then agree to a few units in the last
+    // place of the logits' dtype.
+    let limit = if a.dims[1] == b.dims[1] { 0.0 } else { trim_tolerance(&a) };
+    if max_abs_diff > limit {
+        return Err(ExportError::Verify(format!(
+            "output logits differ from the input's by up to {max_abs_diff:e} (allowed {limit:e}) over {compared} compared values (dims {:?} vs {:?})",
+            b.dims, a.dims
+        )));
+    }
+    let untouched = embeddings_untouched(&OnnxModel::load(&dir.graph)?, &written)?;
+
+    let hidden_max_abs_diff = if exposes {
+        let hr = HeadRows::parse(&std::fs::read_to_string(tmp.join("head_rows.json")).map_err(|e| ExportError::file(tmp, e))?)?;
+        Some(crate::engine::proof::extraction_miss(&hr, hidden.as_ref(), &b, "expose-hidden probe").map_err(|e| ExportError::Verify(e.to_string()))?)
+    } else {
+        None
+    };
+
+    // The engine's own load-time proofs (layout, convention, slot map,
+    // extraction) must hold on the output.
+    crate::model_dir::open_engine(tmp, &NativeOptions::default())?;
+
+    Ok(Verification {
+        probe_tokens: ids.len(),
+        input_dims: a.dims.clone(),
+        output_dims: b.dims.clone(),
+        max_abs_diff,
+        compared,
+        embedding_tables_untouched: untouched,
+        hidden_max_abs_diff,
+    })
+}

@@ -1,0 +1,25 @@
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ExportError {
+    #[error("{path}: {message}")]
+    File { path: String, message: String },
+    #[error("graph: {0}")]
+    Graph(String),
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    #[error("verification failed, nothing written: {0}")]
+    Verify(String),
+    #[error(transparent)]
+    Engine(#[from] crate::engine::EngineError),
+    #[error(transparent)]
+    Core(#[from] crate::core::CoreError),
+    #[error(transparent)]
+    Runtime(#[from] crate::runtime::RuntimeError),
+}
+
+impl ExportError {
+    pub fn file(path: &std::path::Path, e: impl std::fmt::Display) -> Self {
+        Self::File { path: path.display().to_string(), message: e.to_string() }
+    }
+}

@@ -1,0 +1,15 @@
+//! Graph surgery behind `readout inspect|trim|prune|expose-hidden` (DESIGN §9),
+//! on float and already-quantised ONNX decoders with external data. Native only.
+
+pub mod catalog;
+pub mod commands;
+mod error;
+pub mod graph;
+pub mod head;
+pub mod inspect;
+pub mod onnx_pb;
+pub mod passes;
+pub mod rows;
+pub mod verify;
+
+pub use error::ExportError;

@@ -1,0 +1,272 @@
+//! The ONNX protobuf messages this tool reads and rewrites, declared with
+//! prost's derive (field numbers from the ONNX IR spec, `onnx.proto`).
+//! Messages the surgery never looks inside (functions, training info, sparse
+//! tensors, sub-graphs, non-tensor types) are kept as opaque bytes, so they
+//! survive a rewrite unchanged.
+
+#![allow(clippy::derive_partial_eq_without_eq)]
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ModelProto {
+    #[prost(int64, optional, tag = "1")]
+    pub ir_version: Option<i64>,
+    #[prost(string, optional, tag = "2")]
+    pub producer_name: Option<String>,
+    #[prost(string, optional, tag = "3")]
+    pub producer_version: Option<String>,
+    #[prost(string, optional, tag = "4")]
+    pub domain: Option<String>,
+    #[prost(int64, optional, tag = "5")]
+    pub model_version: Option<i64>,
+    #[prost(string, optional, tag = "6")]
+    pub doc_string: Option<String>,
+    #[prost(message, optional, tag = "7")]
+    pub graph: Option<GraphProto>,
+    #[prost(message, repeated, tag = "8")]
+    pub opset_import: Vec<OperatorSetIdProto>,
+    #[prost(message, repeated, tag = "14")]
+    pub metadata_props: Vec<StringStringEntryProto>,
+    #[prost(bytes = "vec", repeated, tag = "20")]
+    pub training_info: Vec<Vec<u8>>,
+    #[prost(bytes = "vec", repeated, tag = "25")]
+    pub functions: Vec<Vec<u8>>,
+    #[prost(bytes = "vec", repeated, tag = "26")]
+    pub configuration: Vec<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OperatorSetIdProto {
+    #[prost(string, optional, tag = "1")]
+    pub domain: Option<String>,
+    #[prost(int64, optional, tag = "2")]
+    pub version: Option<i64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StringStringEntryProto {
+    #[prost(string, optional, tag = "1")]
+    pub key: Option<String>,
+    #[prost(string, optional, tag = "2")]
+    pub value: Option<String>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct GraphProto {
+    #[prost(message, repeated, tag = "1")]
+    pub node: Vec<NodeProto>,
+    #[prost(string, optional, tag = "2")]
+    pub name: Option<String>,
+    #[prost(message, repeated, tag = "5")]
+    pub initializer: Vec<TensorProto>,
+    #[prost(string, optional, tag = "10")]
+    pub doc_string: Option<String>,
+    #[prost(message, repeated, tag = "11")]
+    pub input: Vec<ValueInfoProto>,
+    #[prost(message, repeated, tag = "12")]
+    pub output: Vec<ValueInfoProto>,
+    #[prost(message, repeated, tag = "13")]
+    pub value_info: Vec<ValueInfoProto>,
+    #[prost(bytes = "vec", repeated, tag = "14")]
+    pub quantization_annotation: Vec<Vec<u8>>,
+    #[prost(bytes = "vec", repeated, tag = "15")]
+    pub sparse_initializer: Vec<Vec<u8>>,
+    #[prost(message, repeated, tag = "16")]
+    pub metadata_props: Vec<StringStringEntryProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeProto {
+    #[prost(string, repeated, tag = "1")]
+    pub input: Vec<String>,
+    #[prost(string, repeated, tag = "2")]
+    pub output: Vec<String>,
+    #[prost(string, optional, tag = "3")]
+    pub name: Option<String>,
+    #[prost(string, optional, tag = "4")]
+    pub op_type: Option<String>,
+    #[prost(message, repeated, tag = "5")]
+    pub attribute: Vec<AttributeProto>,
+    #[prost(string, optional, tag = "6")]
+    pub doc_string: Option<String>,
+    #[prost(string, optional, tag = "7")]
+    pub domain: Option<String>,
+    #[prost(string, optional, tag = "8")]
+    pub overload: Option<String>,
+    #[prost(message, repeated, tag = "9")]
+    pub metadata_props: Vec<StringStringEntryProto>,
+    #[prost(bytes = "vec", repeated, tag = "10")]
+    pub device_configurations: Vec<Vec<u8>>,
+}
+
+/// `AttributeProto.AttributeType`.
+pub mod attr_type {
+    pub const FLOAT: i32 = 1;
+    pub const INT: i32 = 2;
+    pub const STRING: i32 = 3;
+    pub const TENSOR: i32 = 4;
+    pub const INTS: i32 = 7;
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AttributeProto {
+    #[prost(string, optional, tag = "1")]
+    pub name: Option<String>,
+    #[prost(float, optional, tag = "2")]
+    pub f: Option<f32>,
+    #[prost(int64, optional, tag = "3")]
+    pub i: Option<i64>,
+    #[prost(bytes = "vec", optional, tag = "4")]
+    pub s: Option<Vec<u8>>,
+    #[prost(message, optional, tag = "5")]
+    pub t: Option<TensorProto>,
+    #[prost(bytes = "vec", optional, tag = "6")]
+    pub g: Option<Vec<u8>>,
+    #[prost(float, repeated, tag = "7")]
+    pub floats: Vec<f32>,
+    #[prost(int64, repeated, tag = "8")]
+    pub ints: Vec<i64>,
+    #[prost(bytes = "vec", repeated, tag = "9")]
+    pub strings: Vec<Vec<u8>>,
+    #[prost(message, repeated, tag = "10")]
+    pub tensors: Vec<TensorProto>,
+    #[prost(bytes = "vec", repeated, tag = "11")]
+    pub graphs: Vec<Vec<u8>>,
+    #[prost(string, optional, tag = "13")]
+    pub doc_string: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "14")]
+    pub tp: Option<Vec<u8>>,
+    #[prost(bytes = "vec", repeated, tag = "15")]
+    pub type_protos: Vec<Vec<u8>>,
+    #[prost(int32, optional, tag = "20")]
+    pub r#type: Option<i32>,
+    #[prost(string, optional, tag = "21")]
+    pub ref_attr_name: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "22")]
+    pub sparse_tensor: Option<Vec<u8>>,
+    #[prost(bytes = "vec", repeated, tag = "23")]
+    pub sparse_tensors: Vec<Vec<u8>>,
+}
+
+/// `TensorProto.DataType`.
+pub mod dtype {
+    pub const FLOAT: i32 = 1;
+    pub const UINT8: i32 = 2;
+    pub const INT8: i32 = 3;
+    pub const INT32: i32 = 6;
+    pub const INT64: i32 = 7;
+    pub const FLOAT16: i32 = 10;
+    pub const BFLOAT16: i32 = 16;
+}
+
+/// Bytes per element of the dtypes a head or embedding table can have.
+pub fn dtype_size(dt: i32) -> Option<usize> {
+    match dt {
+        dtype::UINT8 | dtype::INT8 => Some(1),
+        dtype::FLOAT16 | dtype::BFLOAT16 => Some(2),
+        dtype::FLOAT | dtype::INT32 => Some(4),
+        dtype::INT64 => Some(8),
+        _ => None,
+    }
+}
+
+pub fn dtype_name(dt: i32) -> &'static str {
+    match dt {
+        dtype::FLOAT => "float32",
+        dtype::UINT8 => "uint8",
+        dtype::INT8 => "int8",
+        dtype::INT32 => "int32",
+        dtype::INT64 => "int64",
+        dtype::FLOAT16 => "float16",
+        dtype::BFLOAT16 => "bfloat16",
+        _ => "other",
+    }
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TensorProto {
+    #[prost(int64, repeated, tag = "1")]
+    pub dims: Vec<i64>,
+    #[prost(int32, optional, tag = "2")]
+    pub data_type: Option<i32>,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    pub segment: Option<Vec<u8>>,
+    #[prost(float, repeated, tag = "4")]
+    pub float_data: Vec<f32>,
+    #[prost(int32, repeated, tag = "5")]
+    pub int32_data: Vec<i32>,
+    #[prost(bytes = "vec", repeated, tag = "6")]
+    pub string_data: Vec<Vec<u8>>,
+    #[prost(int64, repeated, tag = "7")]
+    pub int64_data: Vec<i64>,
+    #[prost(string, optional, tag = "8")]
+    pub name: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "9")]
+    pub raw_data: Option<Vec<u8>>,
+    #[prost(double, repeated, tag = "10")]
+    pub double_data: Vec<f64>,
+    #[prost(uint64, repeated, tag = "11")]
+    pub uint64_data: Vec<u64>,
+    #[prost(string, optional, tag = "12")]
+    pub doc_string: Option<String>,
+    #[prost(message, repeated, tag = "13")]
+    pub external_data: Vec<StringStringEntryProto>,
+    /// 0 = DEFAULT (inline), 1 = EXTERNAL.
+    #[prost(int32, optional, tag = "14")]
+    pub data_location: Option<i32>,
+    #[prost(message, repeated, tag = "16")]
+    pub metadata_props: Vec<StringStringEntryProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ValueInfoProto {
+    #[prost(string, optional, tag = "1")]
+    pub name: Option<String>,
+    #[prost(message, optional, tag = "2")]
+    pub r#type: Option<TypeProto>,
+    #[prost(string, optional, tag = "3")]
+    pub doc_string: Option<String>,
+    #[prost(message, repeated, tag = "4")]
+    pub metadata_props: Vec<StringStringEntryProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TypeProto {
+    #[prost(message, optional, tag = "1")]
+    pub tensor_type: Option<TypeTensor>,
+    #[prost(bytes = "vec", optional, tag = "4")]
+    pub sequence_type: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "5")]
+    pub map_type: Option<Vec<u8>>,
+    #[prost(string, optional, tag = "6")]
+    pub denotation: Option<String>,
+    #[prost(bytes = "vec", optional, tag = "7")]
+    pub opaque_type: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "8")]
+    pub sparse_tensor_type: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "9")]
+    pub optional_type: Option<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TypeTensor {
+    #[prost(int32, optional, tag = "1")]
+    pub elem_type: Option<i32>,
+    #[prost(message, optional, tag = "2")]
+    pub shape: Option<TensorShapeProto>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TensorShapeProto {
+    #[prost(message, repeated, tag = "1")]
+    pub dim: Vec<Dimension>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Dimension {
+    #[prost(int64, optional, tag = "1")]
+    pub dim_value: Option<i64>,
+    #[prost(string, optional, tag = "2")]
+    pub dim_param: Option<String>,
+    #[prost(string, optional, tag = "3")]
+    pub denotation: Option<String>,
+}

@@ -1,0 +1,99 @@
+//! The head's rows as float32 vectors, dequantised where needed: what
+//! `hidden · row` must reproduce (DESIGN §6.4).
+
+use half::f16;
+
+use super::graph::{graph_err, OnnxModel};
+use super::head::{find_head, HeadOp};
+use super::onnx_pb::dtype;
+use super::ExportError;
+
+fn floats(bytes: &[u8], dt: i32) -> Result<Vec<f32>, ExportError> {
+    match dt {
+        dtype::FLOAT => Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()),
+        dtype::FLOAT16 => Ok(bytes.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect()),
+        other => Err(graph_err(format!("float table of dtype {other}"))),
+    }
+}
+
+fn table(m: &OnnxModel, name: &str) -> Result<(Vec<u8>, i32, Vec<i64>), ExportError> {
+    let t = m.initializer(name).ok_or_else(|| graph_err(format!("{name} missing")))?;
+    Ok((m.tensor_bytes(t)?, t.data_type.unwrap_or(0), t.dims.clone()))
+}
+
+/// Row `r` of the head as `hidden` floats, and its bias.
+pub fn head_rows(m: &OnnxModel, rows: &[usize]) -> Result<(Vec<Vec<f32>>, Option<Vec<f32>>), ExportError> {
+    let head = find_head(m)?;
+    let h = head.hidden;
+    let mut out = Vec::with_capacity(rows.len());
+    let bias_of = |name: &Option<String>| -> Result<Option<Vec<f32>>, ExportError> {
+        name.as_ref()
+            .map(|b| {
+                let (bytes, dt, _) = table(m, b)?;
+                let all = floats(&bytes, dt)?;
+                Ok(rows.iter().map(|&r| all[r]).collect())
+            })
+            .transpose()
+    };
+    let bias = match &head.op {
+        HeadOp::MatMulNBits { weight, scales, zero_points, bias, bits, block_size } => {
+            if *bits != 4 {
+                return Err(ExportError::Unsupported(format!("MatMulNBits with {bits} bits")));
+            }
+            let (wb, _, wd) = table(m, weight)?;
+            let (sb, sdt, _) = table(m, scales)?;
+            let sc = floats(&sb, sdt)?;
+            let zp = zero_points.as_ref().map(|z| table(m, z)).transpose()?;
+            let blocks = wd[1] as usize;
+            let blob = wd[2] as usize;
+            let bs = *block_size as usize;
+            let zp_row = zp.as_ref().map(|(b, _, _)| b.len() / head.rows);
+            for &r in rows {
+                let mut v = Vec::with_capacity(h);
+                for blk in 0..blocks {
+                    let scale = sc[r * blocks + blk];
+                    let z = match (&zp, zp_row) {
+                        (Some((b, _, _)), Some(row)) => {
+                            let byte = b[r * row + blk / 2];
+                            (if blk % 2 == 0 { byte & 0x0f } else { byte >> 4 }) as f32
+                        }
+                        _ => 8.0,
+                    };
+                    for j in 0..bs.min(h - blk * bs) {
+                        let byte = wb[(r * blocks + blk) * blob + j / 2];
+                        let q = if j % 2 == 0 { byte & 0x0f } else { byte >> 4 };
+                        v.push((q as f32 - z) * scale);
+                    }
+                }
+                out.push(v);
+            }
+            bias_of(bias)?
+        }
+        HeadOp::MatMul { weight, transposed_from } => {
+            match transposed_from {
+                Some(e) => {
+                    let (b, dt, _) = table(m, e)?;
+                    let all = floats(&b, dt)?;
+                    out.extend(rows.iter().map(|&r| all[r * h..(r + 1) * h].to_vec()));
+                }
+                None => {
+                    let (b, dt, _) = table(m, weight)?;
+                    let all = floats(&b, dt)?;
+                    out.extend(rows.iter().map(|&r| (0..h).map(|i| all[i * head.rows + r]).collect()));
+                }
+            }
+            None
+        }
+        HeadOp::Gemm { weight, trans_b, bias } => {
+            let (b, dt, _) = table(m, weight)?;
+            let all = floats(&b, dt)?;
+            if *trans_b {
+                out.extend(rows.iter().map(|&r| all[r * h..(r + 1) * h].to_vec()));
+            } else {
+                out.extend(rows.iter().map(|&r| (0..h).map(|i| all[i * head.rows + r]).collect()));
+            }
+            bias_of(bias)?
+        }
+    };
+    Ok((out, bias))
+}

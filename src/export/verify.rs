@@ -1,0 +1,95 @@
+//! Every command checks its own output against its input on a probe before
+//! anything is written (DESIGN §9): the native runtime runs both graphs.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::graph::OnnxModel;
+use super::head::find_embeddings;
+use super::ExportError;
+use crate::core::config::ModelConfig;
+use crate::core::logits::Logits;
+use crate::core::tokenizer::TextTokenizer;
+use crate::engine::convention::{candidates, derive};
+use crate::engine::proof::probe_ids;
+use crate::runtime::native::{NativeOptions, NativeRuntime};
+use crate::runtime::Runtime;
+
+/// One uncached forward of `ids` (with an empty past every convention agrees).
+pub fn forward(graph: &Path, config: &ModelConfig, ids: &[u32]) -> Result<(Logits, Option<Logits>), ExportError> {
+    let mut rt = NativeRuntime::load(graph, &NativeOptions::default(), [config.kv_heads, config.head_dim])?;
+    let sig = rt.signature().clone();
+    let step = derive(candidates(&sig)[0], &sig, 0, ids);
+    let out = pollster::block_on(rt.run(&step, None, false))?;
+    Ok((out.logits, out.hidden))
+}
+
+pub fn probe(tok: &TextTokenizer) -> Result<Vec<u32>, ExportError> {
+    let (mut head, suffix) = probe_ids(tok)?;
+    head.extend(suffix);
+    Ok(head)
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Verification {
+    pub probe_tokens: usize,
+    pub input_dims: Vec<usize>,
+    pub output_dims: Vec<usize>,
+    /// max |output − input at the corresponding column| over every compared logit.
+    pub max_abs_diff: f64,
+    pub compared: usize,
+    /// Embedding tables compared byte for byte between input and output.
+    pub embedding_tables_untouched: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden_max_abs_diff: Option<f64>,
+}
+
+/// Compares `out` with `input` where output row `i` must equal input column
+/// `columns[i]` (identity for a full head), at every position both have.
+pub fn compare_logits(input: &Logits, out: &Logits, columns: &[usize]) -> Result<(f64, usize), ExportError> {
+    let (si, so) = (input.dims[1], out.dims[1]);
+    if out.dims[2] != columns.len() {
+        return Err(ExportError::Verify(format!("output logits dims {:?}: last axis should be {}", out.dims, columns.len())));
+    }
+    if so != si && so != 1 {
+        return Err(ExportError::Verify(format!("output logits dims {:?} against input {:?}", out.dims, input.dims)));
+    }
+    let mut worst: f64 = 0.0;
+    let mut n = 0;
+    for p in 0..so {
+        let ip = if so == 1 { si - 1 } else { p };
+        for (i, &c) in columns.iter().enumerate() {
+            let a = input.get(ip * input.dims[2] + c) as f64;
+            let b = out.get(p * out.dims[2] + i) as f64;
+            if !(a.is_finite() && b.is_finite()) {
+                return Err(ExportError::Verify(format!("non-finite logit at position {p}, column {c}")));
+            }
+            worst = worst.max((a - b).abs());
+            n += 1;
+        }
+    }
+    Ok((worst, n))
+}
+
+/// The embedding tables of `input` must be in `output` with the same bytes.
+pub fn embeddings_untouched(input: &OnnxModel, output: &OnnxModel) -> Result<Vec<String>, ExportError> {
+    let mut names = Vec::new();
+    for e in find_embeddings(input) {
+        for t in &e.tables {
+            let a = input.tensor_bytes(input.initializer(t).expect("resolved"))?;
+            let b = output
+                .initializer(t)
+                .ok_or_else(|| ExportError::Verify(format!("embedding table {t} is gone from the output")))
+                .and_then(|x| output.tensor_bytes(x))?;
+            if a != b {
+                return Err(ExportError::Verify(format!("embedding table {t} changed")));
+            }
+            names.push(t.clone());
+        }
+    }
+    if names.is_empty() {
+        return Err(ExportError::Verify("no input embedding found to compare".into()));
+    }
+    Ok(names)
+}
