@@ -121,11 +121,26 @@ impl OnnxModel {
         self.graph().node.iter().any(|n| n.attribute.iter().any(|a| a.g.is_some() || !a.graphs.is_empty()))
     }
 
-    /// Drops initializers nothing reads any more; returns their names.
+    /// Drops nodes none of whose outputs is read or is a graph output, until none is left.
+    fn drop_dead_nodes(&mut self) {
+        loop {
+            let g = self.graph();
+            let mut read: HashSet<&str> = g.node.iter().flat_map(|n| n.input.iter().map(String::as_str)).collect();
+            read.extend(g.output.iter().filter_map(|o| o.name.as_deref()));
+            let keep: Vec<NodeProto> = g.node.iter().filter(|n| n.output.iter().any(|o| read.contains(o.as_str()))).cloned().collect();
+            if keep.len() == g.node.len() {
+                return;
+            }
+            self.graph_mut().node = keep;
+        }
+    }
+
+    /// Drops dead nodes, then initializers nothing reads any more; returns their names.
     pub fn drop_unused_initializers(&mut self) -> Vec<String> {
         if self.has_subgraphs() {
             return vec![];
         }
+        self.drop_dead_nodes();
         let g = self.graph();
         let mut used: HashSet<&str> = g.node.iter().flat_map(|n| n.input.iter().map(String::as_str)).collect();
         used.extend(g.output.iter().filter_map(|o| o.name.as_deref()));
