@@ -140,6 +140,11 @@ impl<R: Runtime> Engine<R> {
         self.states.values().map(|s| self.runtime.kv_tensors(&s.kv)).sum()
     }
 
+    /// Bytes the runtime has copied out of its tensors since load.
+    pub fn bytes_read_back(&self) -> u64 {
+        self.runtime.bytes_read_back()
+    }
+
     pub fn live_states(&self) -> usize {
         self.states.len()
     }

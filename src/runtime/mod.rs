@@ -70,6 +70,10 @@ pub trait Runtime {
     /// Frees a past (GPU buffers in the browser; memory natively).
     fn release(&mut self, kv: Self::Kv);
 
+    /// Bytes copied out of the runtime's tensors so far (logits, hidden):
+    /// what a readback costs, counted rather than estimated.
+    fn bytes_read_back(&self) -> u64;
+
     /// Milliseconds from an arbitrary origin, for the decisions' `ms`.
     fn now_ms(&self) -> f64;
 

@@ -75,6 +75,7 @@ pub struct NativeRuntime {
     signature: Signature,
     origin: Instant,
     path: PathBuf,
+    read_back: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -141,7 +142,7 @@ impl NativeRuntime {
             .ok_or_else(|| RuntimeError::Signature(format!("no logits output (outputs: {outputs:?})")))?;
         let (logits_dtype, _) = dtype_of(logits.dtype(), "logits")?;
         let signature = Signature::from_io(inputs, outputs, kv_dtype, kv_shape, logits_dtype)?;
-        Ok(Self { session, signature, origin: Instant::now(), path: path.to_path_buf() })
+        Ok(Self { session, signature, origin: Instant::now(), path: path.to_path_buf(), read_back: 0 })
     }
 
     pub fn path(&self) -> &Path {
@@ -250,6 +251,7 @@ impl Runtime for NativeRuntime {
         } else {
             None
         };
+        self.read_back += (logits.byte_len() + hidden.as_ref().map_or(0, |h| h.byte_len())) as u64;
         Ok(RunOutput { logits, present, hidden })
     }
 
@@ -263,6 +265,10 @@ impl Runtime for NativeRuntime {
 
     fn release(&mut self, kv: NativeKv) {
         drop(kv);
+    }
+
+    fn bytes_read_back(&self) -> u64 {
+        self.read_back
     }
 
     fn now_ms(&self) -> f64 {

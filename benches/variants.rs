@@ -1,0 +1,242 @@
+//! Native benchmark (a program, not a test): per-criterion time of a 45-token
+//! suffix after a 256-token prefix, stock vs trimmed vs pruned+trimmed,
+//! interleaved in one run, on the Qwen3-0.6B-shaped models.
+//!
+//!   cargo bench --bench variants -- [--rounds 10] [--threads 2] [MODEL_ID ...]
+//!
+//! Builds the `-trimmed` and `-trimmed-pruned` variants with the export
+//! commands when missing (each verified against the stock model), and writes
+//! bench/results/<date>-native-variants-<model>.json.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use readout::core::fixture::{Criterion, OptionSpec, StateSpec};
+use readout::core::prompt::{render_head, render_suffix};
+use readout::core::tokenizer::TextTokenizer;
+use readout::engine::{Engine, ScoreOptions};
+use readout::export::commands::{run, Op};
+use readout::model_dir::open_engine;
+use readout::runtime::native::{NativeOptions, NativeRuntime};
+use serde_json::json;
+
+const WORDS: &str = "the harbour office keeps a ledger of every ship that docks and on each morning the clerk writes \
+the name of the vessel the port it came from the cargo it carries the weight in tonnes and the time it tied up at the quay \
+while the pilots report the weather the tide and any delay so that the harbour master can plan the berths for the day";
+
+fn machine() -> serde_json::Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| s.lines().next().map(str::to_string)).unwrap_or_default();
+    json!({"cpu": cpu, "cores": cores, "memory": mem, "os": std::env::consts::OS, "arch": std::env::consts::ARCH})
+}
+
+/// Days since 1970-01-01 to a civil date (proleptic Gregorian).
+fn today() -> String {
+    let days = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 86400).unwrap_or(0) as i64;
+    let z = days + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z - era * 146097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Evidence whose head is as close to `target` tokens as words allow (never over).
+fn evidence_for(tok: &TextTokenizer, target: usize) -> (String, usize) {
+    let words: Vec<&str> = WORDS.split(' ').collect();
+    let mut best = (String::new(), 0);
+    for n in 1..4096 {
+        let ev: Vec<&str> = (0..n).map(|i| words[i % words.len()]).collect();
+        let ev = ev.join(" ");
+        let len = tok.encode(&render_head(None, &ev)).unwrap().len();
+        if len > target {
+            break;
+        }
+        best = (ev, len);
+        if len == target {
+            break;
+        }
+    }
+    best
+}
+
+/// A four-option criterion whose suffix is as close to `target` tokens as words allow.
+fn criterion_for(tok: &TextTokenizer, target: usize) -> (Criterion, usize) {
+    let words: Vec<&str> = WORDS.split(' ').collect();
+    let opts = ["The Marguerite", "The Halcyon", "The Tern", "None of them"];
+    let mut best = None;
+    for n in 1..200 {
+        let q: Vec<&str> = (0..n).map(|i| words[i % words.len()]).collect();
+        let c = Criterion {
+            id: "bench".into(),
+            family: "bench".into(),
+            question: format!("Which ship, given that {}?", q.join(" ")),
+            options: opts.iter().enumerate().map(|(i, d)| OptionSpec { id: format!("o{i}"), description: d.to_string() }).collect(),
+            answer: None,
+        };
+        let len = tok.encode(&render_suffix(&c, &[0, 1, 2, 3])).unwrap().len();
+        if len > target {
+            break;
+        }
+        best = Some((c, len));
+        if len == target {
+            break;
+        }
+    }
+    best.expect("a criterion fits")
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
+}
+
+struct Variant {
+    id: String,
+    engine: Engine<NativeRuntime>,
+    load_ms: f64,
+    prefill_ms: f64,
+    samples: Vec<f64>,
+    bytes_per_criterion: u64,
+    probs: Vec<f64>,
+}
+
+fn ensure(models: &Path, base: &str) -> Vec<PathBuf> {
+    let stock = models.join(base);
+    let trimmed = models.join(format!("{base}-trimmed"));
+    let pruned = models.join(format!("{base}-trimmed-pruned"));
+    if !trimmed.join("model.onnx").is_file() {
+        eprintln!("bench: building {}", trimmed.display());
+        run(&stock, &trimmed, &Op::Trim).unwrap_or_else(|e| panic!("trim {base}: {e}"));
+    }
+    if !pruned.join("model.onnx").is_file() {
+        eprintln!("bench: building {}", pruned.display());
+        run(&trimmed, &pruned, &Op::Prune { letters: "ABCDEFGHIJKLMNOPQRST".into(), tokenizer: None }).unwrap_or_else(|e| panic!("prune {base}: {e}"));
+    }
+    vec![stock, trimmed, pruned]
+}
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let mut take = |flag: &str, default: usize| -> usize {
+        match args.iter().position(|a| a == flag) {
+            Some(i) => {
+                let v = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(default);
+                args.drain(i..(i + 2).min(args.len()));
+                v
+            }
+            None => default,
+        }
+    };
+    let rounds = take("--rounds", 10);
+    let threads = take("--threads", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let prefix_target = take("--prefix", 256);
+    let suffix_target = take("--suffix", 45);
+    let bases = if args.is_empty() { vec!["qwen3-0.6b-shape-q4f16".to_string(), "qwen3-0.6b-shape-q4".to_string()] } else { args };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let models = root.join("models");
+    let out_dir = root.join("bench/results");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let opts = NativeOptions { intra_threads: threads };
+
+    for base in &bases {
+        assert!(models.join(base).join("model.onnx").is_file(), "models/{base} is not built: run scripts/main.sh (or scripts/build_models.py qwen3-0.6b)");
+        let dirs = ensure(&models, base);
+        let mut vs: Vec<Variant> = dirs
+            .iter()
+            .map(|d| {
+                let t = Instant::now();
+                let engine = open_engine(d, &opts).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+                Variant {
+                    id: d.file_name().unwrap().to_string_lossy().into_owned(),
+                    engine,
+                    load_ms: t.elapsed().as_secs_f64() * 1e3,
+                    prefill_ms: 0.0,
+                    samples: vec![],
+                    bytes_per_criterion: 0,
+                    probs: vec![],
+                }
+            })
+            .collect();
+        let tok = vs[0].engine.tokenizer();
+        let (evidence, prefix_tokens) = evidence_for(tok, prefix_target);
+        let (crit, suffix_tokens) = criterion_for(tok, suffix_target);
+        let state = StateSpec { id: "bench".into(), instruction: None, evidence, criteria: vec![] };
+        eprintln!("bench {base}: prefix {prefix_tokens} tokens, suffix {suffix_tokens} tokens, {rounds} rounds, {threads} threads");
+        let so = ScoreOptions { allowed_mass: false, ..Default::default() };
+        let mut ids = Vec::new();
+        for v in vs.iter_mut() {
+            let t = Instant::now();
+            let id = pollster::block_on(v.engine.prefill(&state)).unwrap();
+            v.prefill_ms = t.elapsed().as_secs_f64() * 1e3;
+            for _ in 0..2 {
+                pollster::block_on(v.engine.score(id, &crit, &so)).unwrap();
+            }
+            ids.push(id);
+        }
+        for r in 0..rounds {
+            // Rotate the order each round so no variant always runs first.
+            for k in 0..vs.len() {
+                let i = (k + r) % vs.len();
+                let v = &mut vs[i];
+                let before = v.engine.bytes_read_back();
+                let t = Instant::now();
+                let d = pollster::block_on(v.engine.score(ids[i], &crit, &so)).unwrap();
+                v.samples.push(t.elapsed().as_secs_f64() * 1e3);
+                v.bytes_per_criterion = v.engine.bytes_read_back() - before;
+                v.probs = d.p();
+            }
+            eprint!("\rbench {base}: round {}/{rounds}", r + 1);
+        }
+        eprintln!();
+        let stock_median = median(&vs[0].samples);
+        let stock_probs = vs[0].probs.clone();
+        let variants: Vec<serde_json::Value> = vs
+            .iter()
+            .map(|v| {
+                let m = median(&v.samples);
+                let dp = v.probs.iter().zip(&stock_probs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+                json!({
+                    "id": v.id, "median_ms": m, "samples_ms": v.samples, "speedup_vs_stock": stock_median / m,
+                    "bytes_read_back_per_criterion": v.bytes_per_criterion, "load_ms": v.load_ms, "prefill_ms": v.prefill_ms,
+                    "max_abs_dp_vs_stock": dp,
+                })
+            })
+            .collect();
+        println!("{base} (prefix {prefix_tokens}, suffix {suffix_tokens}, {rounds} rounds)");
+        println!("{:<40} {:>10} {:>9} {:>14}", "variant", "median ms", "speedup", "bytes back");
+        for v in &variants {
+            println!("{:<40} {:>10.1} {:>8.2}x {:>14}", v["id"].as_str().unwrap(), v["median_ms"].as_f64().unwrap(), v["speedup_vs_stock"].as_f64().unwrap(), v["bytes_read_back_per_criterion"]);
+        }
+        let result = json!({
+            "benchmark": "native-variants",
+            "date": today(),
+            "machine": machine(),
+            "runtime": vs[0].engine.info().runtime,
+            "onnxruntime": "1.30 (onnxruntime-node's libonnxruntime.so.1), CPU execution provider",
+            "threads": threads,
+            "model": base,
+            "prefix_tokens": prefix_tokens,
+            "suffix_tokens": suffix_tokens,
+            "warmup_runs": 2,
+            "rounds": rounds,
+            "interleaved": true,
+            "timed": "Engine::score wall time: suffix tokenisation, one ONNX Runtime run against the cached prefix, readout",
+            "variants": variants,
+            "comparison": "ratios are stock median / variant median, measured in this run",
+        });
+        let path = out_dir.join(format!("{}-native-variants-{base}.json", today()));
+        std::fs::write(&path, serde_json::to_string_pretty(&result).unwrap() + "\n").unwrap();
+        eprintln!("bench: wrote {}", path.display());
+    }
+}
