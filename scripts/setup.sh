@@ -12,6 +12,16 @@ for a in "$@"; do [ "$a" = "--python" ] && want_python=1; done
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
+# Debian packages: a Vulkan driver on the CPU (lavapipe), so wgpu runs the
+# WGSL readout kernel in `cargo test`.
+need_apt=()
+dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "apt-get install ${need_apt[*]}"
+  apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >&2
+fi
+
 # Rust: the wasm32 target, so the crate is proven to compile for the browser.
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   log "rustup target add wasm32-unknown-unknown"

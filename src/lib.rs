@@ -4,6 +4,7 @@
 
 pub mod core;
 pub mod engine;
+pub mod gpu;
 pub mod runtime;
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -80,21 +80,26 @@ pub fn read_slots(
         }
         gathered.push(v);
     }
-    let wide: Vec<f64> = gathered.iter().map(|&v| v as f64).collect();
-    let probs = softmax(&wide);
-    let allowed_mass = match head {
+    let lse_all = match head {
         HeadColumns::Vocab { .. } if want_allowed_mass => {
             let row = (base..base + width).map(|i| logits.get(i));
             if let Some((i, v)) = row.clone().enumerate().find(|(_, v)| !v.is_finite()) {
                 return Err(CoreError::NonFiniteLogit { position: offset, column: i, value: v });
             }
-            let all = log_sum_exp(row.map(|v| v as f64));
-            let letters = log_sum_exp(wide.iter().copied());
-            Some((letters - all).exp())
+            Some(log_sum_exp(row.map(|v| v as f64)))
         }
         _ => None,
     };
-    Ok(SlotReadout { logits: gathered, probs, allowed_mass })
+    Ok(from_gathered(gathered, lse_all))
+}
+
+/// The readout from the letters' logits and, for a full head, the row's
+/// log-sum-exp: shared by the CPU path above and the GPU kernel's result.
+pub fn from_gathered(gathered: Vec<f32>, row_log_sum_exp: Option<f64>) -> SlotReadout {
+    let wide: Vec<f64> = gathered.iter().map(|&v| v as f64).collect();
+    let probs = softmax(&wide);
+    let allowed_mass = row_log_sum_exp.map(|all| (log_sum_exp(wide.iter().copied()) - all).exp());
+    SlotReadout { logits: gathered, probs, allowed_mass }
 }
 
 #[cfg(test)]
