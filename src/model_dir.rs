@@ -4,6 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::core::config::ModelConfig;
+use crate::core::tokenizer::TextTokenizer;
 use crate::engine::{Engine, EngineError, ModelAssets};
 use crate::runtime::native::{NativeOptions, NativeRuntime};
 
@@ -87,9 +89,19 @@ impl ModelDir {
         })
     }
 
+    pub fn read_config(&self) -> Result<ModelConfig, EngineError> {
+        let text = std::fs::read_to_string(&self.config).map_err(|e| file_err(&self.config, e.to_string()))?;
+        Ok(ModelConfig::parse(&text)?)
+    }
+
+    pub fn read_tokenizer(&self) -> Result<TextTokenizer, EngineError> {
+        let bytes = std::fs::read(&self.tokenizer).map_err(|e| file_err(&self.tokenizer, e.to_string()))?;
+        Ok(TextTokenizer::from_json(&bytes)?)
+    }
+
     pub async fn engine(&self, opts: &NativeOptions) -> Result<Engine<NativeRuntime>, EngineError> {
         let assets = self.assets()?;
-        let config = crate::core::config::ModelConfig::parse(&assets.config_json)?;
+        let config = ModelConfig::parse(&assets.config_json)?;
         let runtime = NativeRuntime::load(&self.graph, opts, [config.kv_heads, config.head_dim])?;
         Engine::new(runtime, assets).await
     }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use common::*;
 use readout::core::fixture::StateSpec;
 use readout::engine::ScoreOptions;
-use readout::export::commands::{finish, run, Op};
+use readout::export::commands::{finish, run, Op, Source};
 use readout::export::graph::OnnxModel;
 use readout::export::head::{find_embeddings, find_head, Sharing};
 use readout::export::inspect::inspect;
@@ -99,8 +99,7 @@ fn trim_prune_in_either_order_keep_decisions() {
 fn a_head_sliced_in_sorted_order_is_refused_and_nothing_is_written() {
     let base = temp_dir("corrupt");
     let dir = ModelDir::open(&model_path(Q4)).unwrap();
-    let tok = readout::core::tokenizer::TextTokenizer::from_json(&std::fs::read(&dir.tokenizer).unwrap()).unwrap();
-    let config = readout::core::config::ModelConfig::parse(&std::fs::read_to_string(&dir.config).unwrap()).unwrap();
+    let (tok, config) = (dir.read_tokenizer().unwrap(), dir.read_config().unwrap());
     let ids = tok.probe_letter_ids().unwrap();
     let keep: Vec<u32> = ids.ids[..4].to_vec();
     let mut sorted = keep.clone();
@@ -110,14 +109,15 @@ fn a_head_sliced_in_sorted_order_is_refused_and_nothing_is_written() {
     prune(&mut m, &sorted).unwrap();
     let map = readout::core::slot_map::SlotMap::new("m", Some(" "), "ABCD", keep.clone(), config.vocab_size).unwrap();
     let out = base.join("bad");
-    let err = finish(&dir, &m, &out, &config, &tok, Some(&map), Some(&keep)).unwrap_err().to_string();
+    let src = Source { dir: &dir, config: &config, tok: &tok, slot_map: Some(&map), keep: Some(&keep) };
+    let err = finish(&m, &out, &src).unwrap_err().to_string();
     assert!(err.contains("verification failed") && err.contains("differ"), "{err}");
     assert!(!out.exists(), "nothing may be written on failure");
     assert_eq!(std::fs::read_dir(&base).unwrap().count(), 0, "no temporary directory left behind");
     // The same head in letter order passes.
     let mut m = OnnxModel::load(&dir.graph).unwrap();
     prune(&mut m, &keep).unwrap();
-    finish(&dir, &m, &out, &config, &tok, Some(&map), Some(&keep)).unwrap();
+    finish(&m, &out, &src).unwrap();
     assert!(out.join("slot_map.json").is_file());
     let _ = std::fs::remove_dir_all(&base);
 }
@@ -126,8 +126,7 @@ fn a_head_sliced_in_sorted_order_is_refused_and_nothing_is_written() {
 fn a_trim_that_slices_the_wrong_position_is_refused() {
     let base = temp_dir("bad-trim");
     let dir = ModelDir::open(&model_path(Q4)).unwrap();
-    let tok = readout::core::tokenizer::TextTokenizer::from_json(&std::fs::read(&dir.tokenizer).unwrap()).unwrap();
-    let config = readout::core::config::ModelConfig::parse(&std::fs::read_to_string(&dir.config).unwrap()).unwrap();
+    let (tok, config) = (dir.read_tokenizer().unwrap(), dir.read_config().unwrap());
     let mut m = OnnxModel::load(&dir.graph).unwrap();
     trim(&mut m).unwrap();
     // Point the slice at the first position instead of the last.
@@ -137,7 +136,8 @@ fn a_trim_that_slices_the_wrong_position_is_refused() {
     let ends = g.initializer.iter_mut().find(|t| t.name.as_deref() == Some("/readout/trim/Slice/ends")).unwrap();
     ends.raw_data = Some(1i64.to_le_bytes().to_vec());
     let out = base.join("bad");
-    let err = finish(&dir, &m, &out, &config, &tok, None, None).unwrap_err().to_string();
+    let src = Source { dir: &dir, config: &config, tok: &tok, slot_map: None, keep: None };
+    let err = finish(&m, &out, &src).unwrap_err().to_string();
     assert!(err.contains("differ"), "{err}");
     assert!(!out.exists());
     let _ = std::fs::remove_dir_all(&base);

@@ -51,6 +51,11 @@ impl Logits {
         }
     }
 
+    /// Every value widened to f32.
+    pub fn to_f32_vec(&self) -> Vec<f32> {
+        (0..self.len()).map(|i| self.get(i)).collect()
+    }
+
     /// The row at `position` of a `[1, S, W]` tensor, widened to f32.
     pub fn row_f32(&self, position: usize) -> Vec<f32> {
         let w = self.dims[2];

@@ -105,10 +105,14 @@ pub fn apply_temperature(items: &[Scored], t: f64) -> Vec<Scored> {
         .collect()
 }
 
+/// The range searched for a temperature.
+pub const T_MIN: f64 = 0.02;
+pub const T_MAX: f64 = 50.0;
+
 /// The temperature minimising NLL on `items` (golden-section search on ln T).
 pub fn fit_temperature(items: &[Scored]) -> f64 {
     let nll = |ln_t: f64| summarize(&apply_temperature(items, ln_t.exp())).nll;
-    let (mut a, mut b) = ((0.02f64).ln(), (50.0f64).ln());
+    let (mut a, mut b) = (T_MIN.ln(), T_MAX.ln());
     let g = (5f64.sqrt() - 1.0) / 2.0;
     let (mut c, mut d) = (b - g * (b - a), a + g * (b - a));
     let (mut fc, mut fd) = (nll(c), nll(d));
@@ -134,6 +138,10 @@ pub fn fit_temperature(items: &[Scored]) -> f64 {
 pub struct Calibration {
     /// Fitted on the first half (in fixture order), reported on the second.
     pub temperature: f64,
+    /// The fit ran into the searched range's edge: at T_MAX the model's
+    /// answers carry so little information that flattening them to uniform
+    /// minimises NLL.
+    pub at_bound: bool,
     pub fit_n: usize,
     pub held_out_before: Summary,
     pub held_out_after: Summary,
@@ -147,6 +155,7 @@ pub fn calibrate(items: &[Scored]) -> Option<Calibration> {
     let t = fit_temperature(fit);
     Some(Calibration {
         temperature: t,
+        at_bound: t > T_MAX * 0.99 || t < T_MIN * 1.01,
         fit_n: fit.len(),
         held_out_before: summarize(held),
         held_out_after: summarize(&apply_temperature(held, t)),

@@ -25,7 +25,7 @@ use crate::core::readout::read_slots;
 use crate::core::slot_map::SlotMap;
 use crate::core::tokenizer::TextTokenizer;
 use crate::core::CoreError;
-use crate::runtime::{Runtime, Signature};
+use crate::runtime::{RunOutput, Runtime, Signature};
 
 /// What a model is besides its graph: read by a platform loader, parsed here.
 pub struct ModelAssets {
@@ -205,18 +205,10 @@ impl<R: Runtime> Engine<R> {
         let mut out = Vec::with_capacity(criteria.len());
         for c in criteria {
             c.validate()?;
-            let state = self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?;
             let order: Vec<usize> = (0..c.options.len()).collect();
-            let suffix = self.tokenizer.encode(&render_suffix(c, &order))?;
-            let total = state.head_ids.len() + suffix.len();
-            if total > self.config.max_positions {
-                return Err(CoreError::ContextOverflow { field: "evidence + criterion", tokens: total, limit: self.config.max_positions }.into());
-            }
-            let past_len = self.runtime.kv_len(&state.kv);
-            let step = derive(self.proof.convention, self.runtime.signature(), past_len, &suffix);
-            let r = self.runtime.run(&step, Some(&state.kv), false).await?;
+            let r = self.run_suffix(id, c, &order, false).await?;
             let h = r.hidden.ok_or_else(|| EngineError::Proof("the run returned no last_hidden".into()))?;
-            out.push((0..h.len()).map(|i| h.get(i)).collect());
+            out.push(h.to_f32_vec());
         }
         Ok(out)
     }
@@ -229,37 +221,37 @@ impl<R: Runtime> Engine<R> {
         Ok(out)
     }
 
+    /// One suffix run of `criterion` in display `order` against the state's
+    /// past (or, `uncached`, one forward of head + suffix ids from scratch).
+    async fn run_suffix(&mut self, id: StateId, criterion: &Criterion, order: &[usize], uncached: bool) -> Result<RunOutput<R::Kv>, EngineError> {
+        let state = self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?;
+        let suffix = self.tokenizer.encode(&render_suffix(criterion, order))?;
+        let total = state.head_ids.len() + suffix.len();
+        if total > self.config.max_positions {
+            return Err(CoreError::ContextOverflow { field: "evidence + criterion", tokens: total, limit: self.config.max_positions }.into());
+        }
+        let sig = self.runtime.signature();
+        Ok(if uncached {
+            let mut full = state.head_ids.clone();
+            full.extend_from_slice(&suffix);
+            let step = derive(self.proof.convention, sig, 0, &full);
+            self.runtime.run(&step, None, false).await?
+        } else {
+            let step = derive(self.proof.convention, sig, self.runtime.kv_len(&state.kv), &suffix);
+            self.runtime.run(&step, Some(&state.kv), false).await?
+        })
+    }
+
     async fn score_with(&mut self, id: StateId, criterion: &Criterion, opts: &ScoreOptions, uncached: bool) -> Result<Decision, EngineError> {
         criterion.validate()?;
         let n = criterion.options.len();
         let columns = self.plan.columns_for(&criterion.id, n)?;
-        let state = self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?;
-        let head_len = state.head_ids.len();
         let t0 = self.runtime.now_ms();
         let want_mass = opts.allowed_mass && !self.is_pruned();
         let mut runs = Vec::new();
         let mut mass = Vec::new();
         for order in orders(opts.debias, n) {
-            let suffix = self.tokenizer.encode(&render_suffix(criterion, &order))?;
-            if head_len + suffix.len() > self.config.max_positions {
-                return Err(CoreError::ContextOverflow {
-                    field: "evidence + criterion",
-                    tokens: head_len + suffix.len(),
-                    limit: self.config.max_positions,
-                }
-                .into());
-            }
-            let sig = self.runtime.signature();
-            let logits = if uncached {
-                let mut full = state.head_ids.clone();
-                full.extend_from_slice(&suffix);
-                let step = derive(self.proof.convention, sig, 0, &full);
-                self.runtime.run(&step, None, false).await?.logits
-            } else {
-                let past_len = self.runtime.kv_len(&state.kv);
-                let step = derive(self.proof.convention, sig, past_len, &suffix);
-                self.runtime.run(&step, Some(&state.kv), false).await?.logits
-            };
+            let logits = self.run_suffix(id, criterion, &order, uncached).await?.logits;
             let r = read_slots(&logits, &self.plan.head, &columns, want_mass)?;
             mass.extend(r.allowed_mass);
             runs.push((order, r.probs));

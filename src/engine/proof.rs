@@ -97,7 +97,7 @@ fn compare(conv: Convention, p: &[f64], reference: &[f64], tol: f64) -> Candidat
 /// How far `hidden · rows` lands from the logits at the rows' columns.
 pub fn extraction_miss(rows: &HeadRows, hidden: Option<&Logits>, logits: &Logits, what: &str) -> Result<f64, EngineError> {
     let h = hidden.ok_or_else(|| EngineError::Proof(format!("{what}: the graph exposes last_hidden but returned none")))?;
-    let hv: Vec<f32> = (0..h.len()).map(|i| h.get(i)).collect();
+    let hv = h.to_f32_vec();
     let last = logits.dims[1] - 1;
     let mut worst: f64 = 0.0;
     for (c, v) in rows.columns.iter().zip(rows.project(&hv)) {

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::graph::OnnxModel;
-use super::head::find_head;
 use super::passes::{expose_hidden, prune, trim};
 use super::rows::head_rows;
 use super::verify::{compare_logits, embeddings_untouched, forward, probe, Verification};
@@ -49,12 +48,11 @@ const SIDECARS: [&str; 5] = ["config.json", "tokenizer.json", "tokenizer_config.
 
 pub fn run(input: &Path, out: &Path, op: &Op) -> Result<SurgeryReport, ExportError> {
     let dir = ModelDir::open(input)?;
-    let config = ModelConfig::parse(&std::fs::read_to_string(&dir.config).map_err(|e| ExportError::file(&dir.config, e))?)?;
-    let tok_path = match op {
-        Op::Prune { tokenizer: Some(t), .. } => t.clone(),
-        _ => dir.tokenizer.clone(),
+    let config = dir.read_config()?;
+    let tok = match op {
+        Op::Prune { tokenizer: Some(t), .. } => TextTokenizer::from_json(&std::fs::read(t).map_err(|e| ExportError::file(t, e))?)?,
+        _ => dir.read_tokenizer()?,
     };
-    let tok = TextTokenizer::from_json(&std::fs::read(&tok_path).map_err(|e| ExportError::file(&tok_path, e))?)?;
     let in_slot = dir.slot_map.as_ref().map(|p| std::fs::read_to_string(p).map_err(|e| ExportError::file(p, e))).transpose()?;
     let in_slot = in_slot.as_deref().map(SlotMap::parse).transpose()?;
 
@@ -89,7 +87,8 @@ pub fn run(input: &Path, out: &Path, op: &Op) -> Result<SurgeryReport, ExportErr
         }
     };
 
-    let verification = finish(&dir, &model, out, &config, &tok, slot_map.as_ref(), keep.as_deref())?;
+    let src = Source { dir: &dir, config: &config, tok: &tok, slot_map: slot_map.as_ref(), keep: keep.as_deref() };
+    let verification = finish(&model, out, &src)?;
     let mut files: Vec<(String, u64)> = std::fs::read_dir(out)
         .map_err(|e| ExportError::file(out, e))?
         .filter_map(|e| e.ok())
@@ -108,9 +107,6 @@ pub fn run(input: &Path, out: &Path, op: &Op) -> Result<SurgeryReport, ExportErr
     })
 }
 
-/// Writes `model` to a temporary directory beside `out`, verifies it against
-/// the input model of `dir` (output row `i` must equal input column `keep[i]`
-/// when `keep` is given), and moves it to `out` only if every check passes.
 /// Allowed |Δ| between a trimmed head's single row and the stock head's last
 /// row: 8 units in the last place at the row's largest magnitude.
 fn trim_tolerance(stock: &crate::core::logits::Logits) -> f64 {
@@ -120,22 +116,28 @@ fn trim_tolerance(stock: &crate::core::logits::Logits) -> f64 {
     8.0 * eps * peak
 }
 
-pub fn finish(
-    dir: &ModelDir,
-    model: &OnnxModel,
-    out: &Path,
-    config: &ModelConfig,
-    tok: &TextTokenizer,
-    slot_map: Option<&SlotMap>,
-    keep: Option<&[u32]>,
-) -> Result<Verification, ExportError> {
+/// What a surgery's output is written with and checked against.
+pub struct Source<'a> {
+    /// The input model's directory (its graph is the reference).
+    pub dir: &'a ModelDir,
+    pub config: &'a ModelConfig,
+    pub tok: &'a TextTokenizer,
+    /// The slot map the output carries, if pruned.
+    pub slot_map: Option<&'a SlotMap>,
+    /// Output row `i` must equal input column `keep[i]` (a fresh prune).
+    pub keep: Option<&'a [u32]>,
+}
+
+/// Writes `model` to a temporary directory beside `out`, verifies it against
+/// the source, and moves it to `out` only if every check passes.
+pub fn finish(model: &OnnxModel, out: &Path, src: &Source) -> Result<Verification, ExportError> {
     let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).map_err(|e| ExportError::file(parent, e))?;
     let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
     let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| ExportError::file(&tmp, e))?;
-    let verification = match write_and_verify(dir, model, &tmp, config, tok, slot_map, keep) {
+    let verification = match write_and_verify(model, &tmp, src) {
         Ok(v) => v,
         Err(e) => {
             let _ = std::fs::remove_dir_all(&tmp);
@@ -157,15 +159,8 @@ fn letter_columns(tok: &TextTokenizer, slot_map: Option<&SlotMap>) -> Result<Vec
     })
 }
 
-fn write_and_verify(
-    dir: &ModelDir,
-    model: &OnnxModel,
-    tmp: &Path,
-    config: &ModelConfig,
-    tok: &TextTokenizer,
-    slot_map: Option<&SlotMap>,
-    keep: Option<&[u32]>,
-) -> Result<Verification, ExportError> {
+fn write_and_verify(model: &OnnxModel, tmp: &Path, src: &Source) -> Result<Verification, ExportError> {
+    let Source { dir, config, tok, slot_map, keep } = *src;
     model.save(tmp, "model.onnx")?;
     for f in SIDECARS {
         let src = dir.root.join(f);
@@ -190,10 +185,9 @@ fn write_and_verify(
     let (b, hidden) = forward(&tmp.join("model.onnx"), config, &ids)?;
     // Output row i is input column columns[i]: the kept ids for a fresh prune,
     // the slot map's ids for an already-pruned input, else the identity.
-    let input_rows = find_head(model).map(|_| a.dims[2])?;
     let columns: Vec<usize> = match keep {
         Some(k) => k.iter().map(|&i| i as usize).collect(),
-        None => (0..input_rows).collect(),
+        None => (0..a.dims[2]).collect(),
     };
     let (max_abs_diff, compared) = compare_logits(&a, &b, &columns)?;
     // When both graphs run the head over the same positions the arithmetic per
