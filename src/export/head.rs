@@ -86,6 +86,18 @@ pub fn find_head(m: &OnnxModel) -> Result<Head, ExportError> {
             if input_at(n, 4).is_some() {
                 return Err(ExportError::Unsupported("MatMulNBits head with g_idx".into()));
             }
+            // The layout every row operation below relies on.
+            if let HeadOp::MatMulNBits { weight, scales, bits, block_size, .. } = &op {
+                let blocks = hidden.div_ceil((*block_size).max(1) as usize);
+                let blob = (*block_size * *bits / 8) as usize;
+                let wd = m.initializer(weight).map(|t| t.dims.clone()).unwrap_or_default();
+                let sn: i64 = m.initializer(scales).map(|t| t.dims.iter().product()).unwrap_or(0);
+                if wd != [rows as i64, blocks as i64, blob as i64] || sn != (rows * blocks) as i64 {
+                    return Err(ExportError::Unsupported(format!(
+                        "MatMulNBits head: weight dims {wd:?} and {sn} scales do not fit N={rows}, K={hidden}, block {block_size}, {bits} bits"
+                    )));
+                }
+            }
             (op, rows, hidden)
         }
         "MatMul" => {
@@ -115,11 +127,17 @@ pub fn find_head(m: &OnnxModel) -> Result<Head, ExportError> {
             let w = need_init(input_at(n, 1), "weight")?;
             let trans_b = attr_i(n, "transB").unwrap_or(0) == 1;
             let d = m.initializer(&w).map(|t| t.dims.clone()).unwrap_or_default();
+            if d.len() != 2 {
+                return Err(ExportError::Unsupported(format!("Gemm head weight {w} has dims {d:?}")));
+            }
             let (rows, hidden) = if trans_b { (d[0], d[1]) } else { (d[1], d[0]) };
             (HeadOp::Gemm { weight: w, trans_b, bias: input_at(n, 2) }, rows as usize, hidden as usize)
         }
         other => return Err(ExportError::Unsupported(format!("head op {other} (node {})", node_name(n)))),
     };
+    if rows == 0 || hidden == 0 {
+        return Err(graph_err(format!("head {} has {rows} rows of width {hidden}", node_name(&m.graph().node[node]))));
+    }
     let trimmed = m.node_index_producing(&input).is_some_and(|i| m.graph().node[i].name.as_deref() == Some(TRIM_SLICE));
     Ok(Head { node, node_name: node_name(n), op, input, rows, hidden, trimmed })
 }

@@ -96,6 +96,9 @@ pub fn prune(m: &mut OnnxModel, keep: &[u32]) -> Result<PruneStats, ExportError>
                 let Some(name) = name else { continue };
                 let (bytes, row, t) = rows_of(m, name)?;
                 let mut dims = t.dims.clone();
+                if dims.is_empty() || dims[0] % head.rows as i64 != 0 {
+                    return Err(graph_err(format!("{name}: dims {dims:?} do not start with the head's {} rows", head.rows)));
+                }
                 if dims.len() == 1 {
                     dims[0] = dims[0] / head.rows as i64 * k;
                 } else {
