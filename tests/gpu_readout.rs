@@ -13,7 +13,7 @@ fn gpu() -> GpuReadout {
     let (device, queue, info) = block_on(request_device())
         .unwrap_or_else(|e| panic!("{e}: the kernel tests need a Vulkan driver (scripts/setup.sh installs mesa-vulkan-drivers)"));
     eprintln!("adapter: {} ({:?})", info.name, info.backend);
-    GpuReadout::new(device, queue)
+    block_on(GpuReadout::new(device, queue)).unwrap()
 }
 
 /// Deterministic logits with a spread like a real head's.

@@ -1,19 +1,30 @@
 //! The load-time proof refuses when no candidate convention agrees (a faulty
-//! runtime) and when more than one does (an ambiguous graph).
+//! runtime) and when more than one does (an ambiguous graph), and finds the
+//! longest exact run length on a runtime that faults on long runs.
 
 mod common;
 
 use common::*;
 use readout::core::logits::LogitsData;
-use readout::engine::{Engine, ModelAssets};
+use readout::engine::{Engine, ModelAssets, ScoreOptions};
 use readout::export::graph::OnnxModel;
 use readout::export::onnx_pb::{dtype, Dimension, TensorShapeProto, TypeProto, TypeTensor, ValueInfoProto};
 use readout::model_dir::{open_engine, ModelDir};
 use readout::runtime::native::{NativeKv, NativeRuntime};
 use readout::runtime::{RunOutput, Runtime, RuntimeError, Signature, Step};
 
-/// A device fault: every run against a past returns its logits shifted per column.
-struct Faulty(NativeRuntime);
+/// The fault a runtime shows.
+#[derive(Clone, Copy)]
+enum Fault {
+    /// Every run against a past is off, by an amount that depends on the
+    /// past's length (so no chunking makes two paths agree).
+    CachedRuns,
+    /// Runs feeding this many new tokens or more are off (what onnxruntime-web
+    /// on SwiftShader was measured to do at 32).
+    LongRuns(usize),
+}
+
+struct Faulty(NativeRuntime, Fault);
 
 impl Runtime for Faulty {
     type Kv = NativeKv;
@@ -21,12 +32,18 @@ impl Runtime for Faulty {
         self.0.signature()
     }
     async fn run(&mut self, step: &Step, past: Option<&NativeKv>, keep: bool) -> Result<RunOutput<NativeKv>, RuntimeError> {
+        let past_len = past.map_or(0, |p| self.0.kv_len(p));
         let mut out = self.0.run(step, past, keep).await?;
-        if past.is_some() {
-            if let LogitsData::F32(v) = &mut out.logits.data {
-                for (i, x) in v.iter_mut().enumerate() {
-                    *x += (i % 7) as f32 * 0.05;
-                }
+        let shift = match self.1 {
+            Fault::CachedRuns if past.is_some() => Some(past_len),
+            Fault::LongRuns(n) if step.input_ids.len() >= n => Some(1),
+            _ => None,
+        };
+        if let (Some(k), LogitsData::F32(v)) = (shift, &mut out.logits.data) {
+            // A hash of (past length, index): no two paths share their error.
+            for (i, x) in v.iter_mut().enumerate() {
+                let h = ((k as u64) << 32 ^ i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 59;
+                *x += h as f32 * 0.02;
             }
         }
         Ok(out)
@@ -52,15 +69,46 @@ impl Runtime for Faulty {
 fn no_agreeing_convention_is_refused_with_the_measured_differences() {
     let dir = ModelDir::open(&model_path(Q4)).unwrap();
     let assets: ModelAssets = dir.assets().unwrap();
-    let rt = Faulty(NativeRuntime::load(&dir.graph, &opts(), [2, 16]).unwrap());
+    let rt = Faulty(NativeRuntime::load(&dir.graph, &opts(), [2, 16]).unwrap(), Fault::CachedRuns);
     let err = match block_on(Engine::new(rt, assets)) {
-        Ok(_) => panic!("a runtime whose cached runs are wrong must be refused"),
+        Ok(e) => panic!("a runtime whose cached runs are wrong must be refused: {:?}", e.proof()),
         Err(e) => e.to_string(),
     };
     assert!(err.contains("0 of 2 position conventions agree"), "{err}");
     assert!(err.contains("MaskPastAndSuffix: max|Δp|") && err.contains("MaskSuffixOnly: max|Δp|"), "{err}");
+    assert!(err.contains("Shorter runs did not help: 64 tokens per run: 0 agree"), "{err}");
     // The same graph on a sound runtime loads.
     open_engine(&model_path(Q4), &opts()).unwrap();
+}
+
+#[test]
+fn a_runtime_that_faults_on_long_runs_is_run_in_chunks_and_stays_exact() {
+    let dir = ModelDir::open(&model_path(Q4)).unwrap();
+    let rt = Faulty(NativeRuntime::load(&dir.graph, &opts(), [2, 16]).unwrap(), Fault::LongRuns(32));
+    let mut faulty = block_on(Engine::new(rt, dir.assets().unwrap())).expect("a long-run fault is worked around, not refused");
+    let report = faulty.proof().clone();
+    assert_eq!(report.run_limit, 31, "{:?}", report.run_limit_trials);
+    let tried: Vec<usize> = report.run_limit_trials.iter().map(|t| t.tokens).collect();
+    assert_eq!(&tried[..3], &[217, 64, 32], "whole probe, then the ladder: {tried:?}");
+    assert!(report.run_limit_trials.iter().all(|t| (t.tokens < 32) == (t.agreeing == 1)), "{:?}", report.run_limit_trials);
+    // Decisions on the faulty runtime (prefill and suffixes chunked at 31)
+    // equal a sound runtime's on the fixture's first states.
+    let mut sound = open_engine(&model_path(Q4), &opts()).unwrap();
+    assert_eq!(sound.proof().run_limit, 217);
+    let so = ScoreOptions::default();
+    let mut worst: f64 = 0.0;
+    for s in fixture().iter().take(3) {
+        let (a, b) = (block_on(faulty.prefill(s)).unwrap(), block_on(sound.prefill(s)).unwrap());
+        assert!(faulty.head_tokens(a).unwrap() > 31, "the state must be longer than one chunk");
+        for c in &s.criteria {
+            let (x, y) = (block_on(faulty.score(a, c, &so)).unwrap(), block_on(sound.score(b, c, &so)).unwrap());
+            assert_eq!(x.answer, y.answer, "{}", c.id);
+            for (p, q) in x.p().iter().zip(y.p()) {
+                worst = worst.max((p - q).abs());
+            }
+        }
+    }
+    assert!(worst <= 1e-5, "chunked decisions drift {worst:e} from whole runs");
 }
 
 #[test]

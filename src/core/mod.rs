@@ -2,6 +2,8 @@
 //! readSlots, debiasing and metrics. No I/O, no async, no platform code: every
 //! piece here is tested natively and compiles unchanged for wasm32.
 
+pub mod backend;
+pub mod catalog;
 pub mod config;
 pub mod debias;
 pub mod decision;

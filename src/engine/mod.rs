@@ -1,6 +1,7 @@
 //! The engine: model facts, proven conventions, live states and scoring
 //! (DESIGN §6, §7). It knows nothing of JS or of files.
 
+mod chunk;
 pub mod convention;
 mod error;
 pub mod head;
@@ -12,7 +13,7 @@ use serde::Serialize;
 
 pub use error::EngineError;
 
-use self::convention::{derive, Convention};
+use self::convention::Convention;
 use self::head::LetterPlan;
 use self::proof::ProofReport;
 use crate::core::config::ModelConfig;
@@ -21,11 +22,10 @@ use crate::core::decision::Decision;
 use crate::core::fixture::{Criterion, StateSpec};
 use crate::core::head_rows::HeadRows;
 use crate::core::prompt::{render_head, render_suffix};
-use crate::core::readout::read_slots;
 use crate::core::slot_map::SlotMap;
 use crate::core::tokenizer::TextTokenizer;
 use crate::core::CoreError;
-use crate::runtime::{RunOutput, Runtime, Signature};
+use crate::runtime::{ReadSpec, RowRead, Runtime, Signature};
 
 /// What a model is besides its graph: read by a platform loader, parsed here.
 pub struct ModelAssets {
@@ -164,10 +164,7 @@ impl<R: Runtime> Engine<R> {
             return Err(CoreError::EmptyField { criterion: state.id.clone(), field: "evidence" }.into());
         }
         self.check_context("evidence", head_ids.len())?;
-        let sig = self.runtime.signature();
-        let step = derive(self.proof.convention, sig, 0, &head_ids);
-        let out = self.runtime.run(&step, None, true).await?;
-        let kv = out.present.ok_or_else(|| EngineError::Proof("prefill returned no present.*".into()))?;
+        let kv = chunk::extend(&mut self.runtime, self.proof.convention, self.proof.run_limit, None, &head_ids).await?;
         let id = StateId(self.next_state);
         self.next_state += 1;
         self.states.insert(id, LiveState { kv, head_ids });
@@ -179,6 +176,17 @@ impl<R: Runtime> Engine<R> {
         let s = self.states.remove(&id).ok_or(EngineError::UnknownState(id.0))?;
         self.runtime.release(s.kv);
         Ok(())
+    }
+
+    /// Releases every state's KV (the engine stays usable).
+    pub fn dispose_all(&mut self) {
+        for (_, s) in std::mem::take(&mut self.states) {
+            self.runtime.release(s.kv);
+        }
+    }
+
+    pub fn runtime(&self) -> &R {
+        &self.runtime
     }
 
     pub fn head_tokens(&self, id: StateId) -> Result<usize, EngineError> {
@@ -206,7 +214,10 @@ impl<R: Runtime> Engine<R> {
         for c in criteria {
             c.validate()?;
             let order: Vec<usize> = (0..c.options.len()).collect();
-            let r = self.run_suffix(id, c, &order, false).await?;
+            let columns = self.plan.all_columns();
+            let head = self.plan.head.clone();
+            let spec = ReadSpec { head: &head, columns: &columns, allowed_mass: false };
+            let r = self.run_suffix(id, c, &order, false, &spec).await?;
             let h = r.hidden.ok_or_else(|| EngineError::Proof("the run returned no last_hidden".into()))?;
             out.push(h.to_f32_vec());
         }
@@ -221,25 +232,25 @@ impl<R: Runtime> Engine<R> {
         Ok(out)
     }
 
-    /// One suffix run of `criterion` in display `order` against the state's
-    /// past (or, `uncached`, one forward of head + suffix ids from scratch).
-    async fn run_suffix(&mut self, id: StateId, criterion: &Criterion, order: &[usize], uncached: bool) -> Result<RunOutput<R::Kv>, EngineError> {
+    /// One suffix readout of `criterion` in display `order` against the
+    /// state's past (or, `uncached`, head + suffix ids from an empty past:
+    /// never a re-tokenisation), in runs no longer than the proven limit.
+    async fn run_suffix(&mut self, id: StateId, criterion: &Criterion, order: &[usize], uncached: bool, spec: &ReadSpec<'_>) -> Result<RowRead, EngineError> {
         let state = self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?;
         let suffix = self.tokenizer.encode(&render_suffix(criterion, order))?;
         let total = state.head_ids.len() + suffix.len();
         if total > self.config.max_positions {
             return Err(CoreError::ContextOverflow { field: "evidence + criterion", tokens: total, limit: self.config.max_positions }.into());
         }
-        let sig = self.runtime.signature();
-        Ok(if uncached {
+        let (conv, limit) = (self.proof.convention, self.proof.run_limit);
+        let (read, _) = if uncached {
             let mut full = state.head_ids.clone();
             full.extend_from_slice(&suffix);
-            let step = derive(self.proof.convention, sig, 0, &full);
-            self.runtime.run(&step, None, false).await?
+            chunk::read(&mut self.runtime, conv, limit, None, &full, spec).await?
         } else {
-            let step = derive(self.proof.convention, sig, self.runtime.kv_len(&state.kv), &suffix);
-            self.runtime.run(&step, Some(&state.kv), false).await?
-        })
+            chunk::read(&mut self.runtime, conv, limit, Some(&state.kv), &suffix, spec).await?
+        };
+        Ok(read)
     }
 
     async fn score_with(&mut self, id: StateId, criterion: &Criterion, opts: &ScoreOptions, uncached: bool) -> Result<Decision, EngineError> {
@@ -250,9 +261,10 @@ impl<R: Runtime> Engine<R> {
         let want_mass = opts.allowed_mass && !self.is_pruned();
         let mut runs = Vec::new();
         let mut mass = Vec::new();
+        let head = self.plan.head.clone();
+        let spec = ReadSpec { head: &head, columns: &columns, allowed_mass: want_mass };
         for order in orders(opts.debias, n) {
-            let logits = self.run_suffix(id, criterion, &order, uncached).await?.logits;
-            let r = read_slots(&logits, &self.plan.head, &columns, want_mass)?;
+            let r = self.run_suffix(id, criterion, &order, uncached, &spec).await?.slots;
             mass.extend(r.allowed_mass);
             runs.push((order, r.probs));
         }

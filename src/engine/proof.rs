@@ -3,7 +3,8 @@
 
 use serde::Serialize;
 
-use super::convention::{candidates, derive, Convention};
+use super::chunk;
+use super::convention::{candidates, Convention};
 use super::head::LetterPlan;
 use super::EngineError;
 use crate::core::debias::argmax;
@@ -11,9 +12,8 @@ use crate::core::fixture::{Criterion, OptionSpec};
 use crate::core::head_rows::HeadRows;
 use crate::core::logits::Logits;
 use crate::core::prompt::{render_head, render_suffix};
-use crate::core::readout::{readout_offset, softmax};
 use crate::core::tokenizer::TextTokenizer;
-use crate::runtime::{Dtype, Runtime};
+use crate::runtime::{Dtype, ReadSpec, RowRead, Runtime};
 
 /// fp32: max |Δp| ≤ 1e-5; fp16: ≤ 2e-3 (DESIGN §6.2).
 pub fn tolerance(dtype: Dtype) -> f64 {
@@ -65,6 +65,15 @@ pub struct CandidateResult {
     pub agrees: bool,
 }
 
+/// One proof attempt with runs of at most `tokens` new tokens.
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitTrial {
+    pub tokens: usize,
+    /// Conventions that agreed with the uncached forward at this run length.
+    pub agreeing: usize,
+    pub detail: String,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct ProofReport {
     pub probe_head_tokens: usize,
@@ -80,6 +89,12 @@ pub struct ProofReport {
     /// DESIGN §6.4, when the graph exposes `last_hidden`: max |hidden · row −
     /// logit| over the letter rows, on the uncached and the cached probe.
     pub extraction_max_abs_diff: Option<f64>,
+    /// The longest run (new tokens fed at once) proven exact on this device;
+    /// longer prefills and suffixes are run in chunks of at most this many.
+    /// When the unchunked probe passes this is the probe's whole length.
+    pub run_limit: usize,
+    /// Every run length tried, in order, when the unchunked probe failed.
+    pub run_limit_trials: Vec<LimitTrial>,
 }
 
 /// Max |Δ| allowed between `hidden · rows` and the returned logits. The int4
@@ -88,21 +103,27 @@ pub struct ProofReport {
 /// state of a wrong position misses by whole units.
 pub const EXTRACTION_TOLERANCE: f64 = 0.05;
 
+/// Run lengths tried, longest first, after the unchunked probe fails. Not 1:
+/// its reference (runs of half the length) would be the same runs.
+const LIMIT_LADDER: [usize; 6] = [64, 32, 16, 8, 4, 2];
+
 fn compare(conv: Convention, p: &[f64], reference: &[f64], tol: f64) -> CandidateResult {
     let dp = p.iter().zip(reference).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
     let same = argmax(p) == argmax(reference);
     CandidateResult { convention: conv, max_dp: Some(dp), argmax_same: Some(same), error: None, agrees: same && dp <= tol }
 }
 
-/// How far `hidden · rows` lands from the logits at the rows' columns.
-pub fn extraction_miss(rows: &HeadRows, hidden: Option<&Logits>, logits: &Logits, what: &str) -> Result<f64, EngineError> {
+/// How far `hidden · rows` lands from the logits gathered at `columns`.
+pub fn extraction_miss(rows: &HeadRows, hidden: Option<&Logits>, columns: &[usize], gathered: &[f32], what: &str) -> Result<f64, EngineError> {
     let h = hidden.ok_or_else(|| EngineError::Proof(format!("{what}: the graph exposes last_hidden but returned none")))?;
     let hv = h.to_f32_vec();
-    let last = logits.dims[1] - 1;
     let mut worst: f64 = 0.0;
     for (c, v) in rows.columns.iter().zip(rows.project(&hv)) {
-        let l = logits.get(last * logits.dims[2] + c) as f64;
-        worst = worst.max((l - v).abs());
+        let at = columns
+            .iter()
+            .position(|x| x == c)
+            .ok_or_else(|| EngineError::Proof(format!("{what}: head_rows.json column {c} is not a letter column")))?;
+        worst = worst.max((gathered[at] as f64 - v).abs());
     }
     if worst > EXTRACTION_TOLERANCE {
         return Err(EngineError::Proof(format!(
@@ -112,104 +133,189 @@ pub fn extraction_miss(rows: &HeadRows, hidden: Option<&Logits>, logits: &Logits
     Ok(worst)
 }
 
-/// The letter distribution at the readout offset of `logits`.
-fn letter_probs(logits: &Logits, plan: &LetterPlan) -> Result<Vec<f64>, EngineError> {
-    let offset = readout_offset(logits, &plan.head)?;
-    let w = plan.head.width();
-    let vals: Vec<f64> = plan.all_columns().iter().map(|&c| logits.get(offset * w + c) as f64).collect();
-    if let Some(v) = vals.iter().find(|v| !v.is_finite()) {
+fn finite(read: &RowRead) -> Result<(), EngineError> {
+    if let Some(v) = read.slots.logits.iter().find(|v| !v.is_finite()) {
         return Err(EngineError::Proof(format!("probe logits are not finite ({v})")));
     }
-    Ok(softmax(&vals))
+    Ok(())
 }
 
-fn check_dims(logits: &Logits, plan: &LetterPlan, new_tokens: usize, what: &str) -> Result<bool, EngineError> {
-    readout_offset(logits, &plan.head)?;
-    match logits.dims[1] {
-        1 => Ok(false),
-        s if s == new_tokens => Ok(true),
-        s => Err(EngineError::Proof(format!(
-            "{what}: logits dims {:?}: dims[1] is {s}, neither 1 (trimmed) nor the {new_tokens} tokens fed",
-            logits.dims
-        ))),
+fn check_dims(dims: &[usize], fed: usize, what: &str) -> Result<bool, EngineError> {
+    match dims.get(1) {
+        Some(1) => Ok(false),
+        Some(&s) if s == fed => Ok(true),
+        _ => Err(EngineError::Proof(format!("{what}: logits dims {dims:?}: dims[1] is neither 1 (trimmed) nor the {fed} tokens fed"))),
     }
 }
 
-/// Runs the probe under every candidate and freezes the one convention that
-/// matches the uncached forward. Anything else is a hard error.
-pub async fn prove<R: Runtime>(rt: &mut R, tok: &TextTokenizer, plan: &LetterPlan, head_rows: Option<&HeadRows>) -> Result<ProofReport, EngineError> {
+/// The outcome of the probe at one run length.
+struct Trial {
+    uncached_dims: Vec<usize>,
+    all_positions: bool,
+    candidates: Vec<CandidateResult>,
+    extraction: Option<f64>,
+}
+
+impl Trial {
+    fn agreeing(&self) -> Vec<Convention> {
+        self.candidates.iter().filter(|r| r.agrees).map(|r| r.convention).collect()
+    }
+}
+
+struct Probe<'a> {
+    plan: &'a LetterPlan,
+    head_rows: Option<&'a HeadRows>,
+    head: Vec<u32>,
+    suffix: Vec<u32>,
+    tol: f64,
+}
+
+/// The probe with runs of at most `limit` tokens: the suffix after the
+/// cached head under each candidate, its readout run exactly `limit` tokens
+/// long, against a reference forward of head + suffix from an empty past in
+/// runs of at most `reference_limit`. With whole runs both are single
+/// forwards (DESIGN §6.2). When chunked, the reference uses runs of half the
+/// length, so the two paths never end in the same run and a fault at
+/// `limit` cannot hide by showing up identically in both.
+async fn trial<R: Runtime>(rt: &mut R, p: &Probe<'_>, limit: usize, reference_limit: usize) -> Result<Trial, EngineError> {
     let sig = rt.signature().clone();
-    let (head, suffix) = probe_ids(tok)?;
-    let mut full = head.clone();
-    full.extend_from_slice(&suffix);
-
+    let columns = p.plan.all_columns();
+    let spec = ReadSpec { head: &p.plan.head, columns: &columns, allowed_mass: false };
+    let mut full = p.head.clone();
+    full.extend_from_slice(&p.suffix);
     let first = candidates(&sig)[0];
-    let uncached_out = rt.run(&derive(first, &sig, 0, &full), None, false).await?;
-    let uncached = uncached_out.logits;
-    let all_positions = check_dims(&uncached, plan, full.len(), "uncached forward")?;
-    let reference = letter_probs(&uncached, plan)?;
-    let tol = tolerance(sig.logits_dtype);
+    let (uncached, fed) = chunk::read(rt, first, reference_limit, None, &full, &spec).await?;
+    let all_positions = check_dims(&uncached.dims, fed, "uncached forward")?;
+    finite(&uncached)?;
+    let reference = &uncached.slots.probs;
 
-    let prefix = rt.run(&derive(first, &sig, 0, &head), None, true).await?;
-    let kv = prefix.present.ok_or_else(|| EngineError::Proof("prefill returned no present.*".into()))?;
+    let kv = chunk::extend(rt, first, limit, None, &p.head).await?;
     let past_len = rt.kv_len(&kv);
-    if past_len != head.len() {
+    if past_len != p.head.len() {
         rt.release(kv);
-        return Err(EngineError::Proof(format!("prefill of {} tokens returned a past of {past_len}", head.len())));
+        return Err(EngineError::Proof(format!("prefill of {} tokens returned a past of {past_len}", p.head.len())));
     }
-
     let mut results = Vec::new();
     let mut hidden_checks = Vec::new();
     for conv in candidates(&sig) {
-        let step = derive(conv, &sig, past_len, &suffix);
-        let r = match rt.run(&step, Some(&kv), false).await {
+        let r = match chunk::read(rt, conv, limit, Some(&kv), &p.suffix, &spec).await {
             Err(e) => CandidateResult { convention: conv, max_dp: None, argmax_same: None, error: Some(e.to_string()), agrees: false },
-            Ok(out) => match check_dims(&out.logits, plan, suffix.len(), "cached suffix").and_then(|_| letter_probs(&out.logits, plan)) {
-                Ok(p) if head_rows.is_some() => {
-                    hidden_checks.push((conv, out.hidden.clone(), out.logits.clone()));
-                    compare(conv, &p, &reference, tol)
-                }
+            Ok((out, fed)) => match check_dims(&out.dims, fed, "cached suffix").and_then(|_| finite(&out)) {
                 Err(e) => CandidateResult { convention: conv, max_dp: None, argmax_same: None, error: Some(e.to_string()), agrees: false },
-                Ok(p) => compare(conv, &p, &reference, tol),
+                Ok(()) => {
+                    let c = compare(conv, &out.slots.probs, reference, p.tol);
+                    if p.head_rows.is_some() && c.agrees {
+                        hidden_checks.push(out);
+                    }
+                    c
+                }
             },
         };
         results.push(r);
     }
     rt.release(kv);
 
-    let agreeing: Vec<Convention> = results.iter().filter(|r| r.agrees).map(|r| r.convention).collect();
-    let report = |conv| ProofReport {
-        probe_head_tokens: head.len(),
-        probe_suffix_tokens: suffix.len(),
-        uncached_dims: uncached.dims.clone(),
-        all_positions,
-        logits_dtype: sig.logits_dtype,
-        tolerance: tol,
-        candidates: results.clone(),
-        convention: conv,
-        extraction_max_abs_diff: None,
-    };
-    match agreeing.as_slice() {
-        [one] => {
-            let mut r = report(*one);
-            if let Some(rows) = head_rows {
-                let mut worst = extraction_miss(rows, uncached_out.hidden.as_ref(), &uncached, "uncached forward")?;
-                for (conv, hidden, logits) in &hidden_checks {
-                    if conv == one {
-                        worst = worst.max(extraction_miss(rows, hidden.as_ref(), logits, "cached suffix")?);
-                    }
-                }
-                r.extraction_max_abs_diff = Some(worst);
-            }
-            Ok(r)
+    let mut trial = Trial { uncached_dims: uncached.dims.clone(), all_positions, candidates: results, extraction: None };
+    if let (Some(rows), [_]) = (p.head_rows, trial.agreeing().as_slice()) {
+        let mut worst = extraction_miss(rows, uncached.hidden.as_ref(), &columns, &uncached.slots.logits, "uncached forward")?;
+        for out in &hidden_checks {
+            worst = worst.max(extraction_miss(rows, out.hidden.as_ref(), &columns, &out.slots.logits, "cached suffix")?);
         }
-        _ => Err(EngineError::Proof(format!(
-            "{} of {} position conventions agree with the uncached forward (tolerance {tol:e}); exactly one must. Measured: {}",
-            agreeing.len(),
-            results.len(),
-            describe(&results)
-        ))),
+        trial.extraction = Some(worst);
     }
+    Ok(trial)
+}
+
+fn summary(tokens: usize, t: &Result<Trial, EngineError>) -> LimitTrial {
+    match t {
+        Ok(t) => LimitTrial { tokens, agreeing: t.agreeing().len(), detail: describe(&t.candidates) },
+        Err(e) => LimitTrial { tokens, agreeing: 0, detail: e.to_string() },
+    }
+}
+
+/// Runs the probe under every candidate and freezes the one convention that
+/// matches the uncached forward. When none matches with whole runs, the
+/// probe is repeated with shorter runs to find the longest run length this
+/// device computes exactly (a device may fault on long runs); that length is
+/// frozen with the convention. Anything else is a hard error.
+pub async fn prove<R: Runtime>(rt: &mut R, tok: &TextTokenizer, plan: &LetterPlan, head_rows: Option<&HeadRows>) -> Result<ProofReport, EngineError> {
+    let (head, suffix) = probe_ids(tok)?;
+    let tol = tolerance(rt.signature().logits_dtype);
+    let probe = Probe { plan, head_rows, head, suffix, tol };
+    let whole = probe.head.len() + probe.suffix.len();
+
+    let first = trial(rt, &probe, whole, whole).await;
+    let mut trials = Vec::new();
+    let (limit, chosen) = match &first {
+        Ok(t) if t.agreeing().len() == 1 => (whole, first),
+        Ok(t) if t.agreeing().len() > 1 => return Err(refusal(t, tol, &[])),
+        _ => {
+            trials.push(summary(whole, &first));
+            let mut found: Option<(usize, Trial)> = None;
+            let mut failed_at = whole;
+            for &l in LIMIT_LADDER.iter().filter(|&&l| l < whole) {
+                let t = trial(rt, &probe, l, l.div_ceil(2)).await;
+                trials.push(summary(l, &t));
+                match t {
+                    Ok(t) if t.agreeing().len() == 1 => {
+                        found = Some((l, t));
+                        break;
+                    }
+                    _ => failed_at = l,
+                }
+            }
+            let Some((mut lo, mut best)) = found else {
+                return Err(match first {
+                    Ok(t) => refusal(&t, tol, &trials),
+                    Err(e) => e,
+                });
+            };
+            // Bisect between the longest passing and the shortest failing length.
+            let mut hi = failed_at;
+            while hi - lo > 1 {
+                let mid = lo + (hi - lo) / 2;
+                let t = trial(rt, &probe, mid, mid.div_ceil(2)).await;
+                trials.push(summary(mid, &t));
+                match t {
+                    Ok(t) if t.agreeing().len() == 1 => {
+                        lo = mid;
+                        best = t;
+                    }
+                    _ => hi = mid,
+                }
+            }
+            (lo, Ok(best))
+        }
+    };
+    let t = chosen?;
+    let convention = t.agreeing()[0];
+    Ok(ProofReport {
+        probe_head_tokens: probe.head.len(),
+        probe_suffix_tokens: probe.suffix.len(),
+        uncached_dims: t.uncached_dims,
+        all_positions: t.all_positions,
+        logits_dtype: rt.signature().logits_dtype,
+        tolerance: tol,
+        candidates: t.candidates,
+        convention,
+        extraction_max_abs_diff: t.extraction,
+        run_limit: limit,
+        run_limit_trials: trials,
+    })
+}
+
+fn refusal(t: &Trial, tol: f64, trials: &[LimitTrial]) -> EngineError {
+    let mut msg = format!(
+        "{} of {} position conventions agree with the uncached forward (tolerance {tol:e}); exactly one must. Measured: {}",
+        t.agreeing().len(),
+        t.candidates.len(),
+        describe(&t.candidates)
+    );
+    if trials.len() > 1 {
+        let tried: Vec<String> = trials[1..].iter().map(|l| format!("{} tokens per run: {} agree", l.tokens, l.agreeing)).collect();
+        msg.push_str(&format!(". Shorter runs did not help: {}", tried.join("; ")));
+    }
+    EngineError::Proof(msg)
 }
 
 pub fn describe(results: &[CandidateResult]) -> String {

@@ -4,57 +4,15 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::graph::OnnxModel;
 use super::head::{find_embeddings, find_head, sharing, Sharing};
 use super::ExportError;
+pub use crate::core::catalog::{Catalog, Entry, FileEntry, Shape};
 use crate::core::config::ModelConfig;
 use crate::core::slot_map::SlotMap;
 use crate::engine::EngineError;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct FileEntry {
-    pub role: String,
-    /// Relative to models.json.
-    pub url: String,
-    pub bytes: u64,
-    pub sha256: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Shape {
-    pub layers: usize,
-    pub kv_heads: usize,
-    pub head_dim: usize,
-    pub hidden_size: usize,
-    pub vocab_size: usize,
-    pub max_positions: usize,
-    /// Rows of the head: the vocabulary, or the kept letters.
-    pub head_rows: usize,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
-    pub id: String,
-    pub base: String,
-    pub family: String,
-    pub dtype: String,
-    pub trimmed: bool,
-    pub pruned: bool,
-    pub tied: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub letters: Option<String>,
-    pub files: Vec<FileEntry>,
-    pub shape: Shape,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Catalog {
-    pub version: u32,
-    pub models: Vec<Entry>,
-}
 
 pub fn sha256_file(path: &Path) -> Result<(u64, String), std::io::Error> {
     let mut f = std::fs::File::open(path)?;
@@ -128,6 +86,7 @@ pub fn entry(dir: &Path, catalog_dir: &Path) -> Result<Entry, ExportError> {
         pruned: letters.is_some(),
         tied,
         letters,
+        wasm_variant: None,
         files,
         shape: Shape {
             layers: config.layers,
@@ -159,7 +118,9 @@ pub fn build(models_dir: &Path, catalog_path: &Path) -> Result<Catalog, ExportEr
         .collect();
     dirs.sort();
     let models = dirs.iter().map(|d| entry(d, &catalog_dir)).collect::<Result<Vec<_>, _>>()?;
-    Ok(Catalog { version: 1, models })
+    let mut cat = Catalog { version: 1, models };
+    cat.link_wasm_variants();
+    Ok(cat)
 }
 
 /// Finds `id` in `catalog_path` and checks every file's size and sha256;
@@ -167,10 +128,8 @@ pub fn build(models_dir: &Path, catalog_path: &Path) -> Result<Catalog, ExportEr
 pub fn checked_dir(catalog_path: &Path, id: &str) -> Result<PathBuf, EngineError> {
     let file_err = |p: &Path, m: String| EngineError::ModelFile { file: p.display().to_string(), message: m };
     let text = std::fs::read_to_string(catalog_path).map_err(|e| file_err(catalog_path, e.to_string()))?;
-    let cat: Catalog = serde_json::from_str(&text).map_err(|e| file_err(catalog_path, e.to_string()))?;
-    let e = cat.models.iter().find(|m| m.id == id).ok_or_else(|| {
-        file_err(catalog_path, format!("no model {id:?} (it lists {})", cat.models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>().join(", ")))
-    })?;
+    let cat = Catalog::parse(&text).map_err(|e| file_err(catalog_path, e))?;
+    let e = cat.find(id).map_err(|e| file_err(catalog_path, e))?;
     let base = catalog_path.parent().unwrap_or(Path::new("."));
     let mut graph_dir = None;
     for f in &e.files {

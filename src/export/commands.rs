@@ -206,7 +206,9 @@ fn write_and_verify(model: &OnnxModel, tmp: &Path, src: &Source) -> Result<Verif
 
     let hidden_max_abs_diff = if exposes {
         let hr = HeadRows::parse(&std::fs::read_to_string(tmp.join("head_rows.json")).map_err(|e| ExportError::file(tmp, e))?)?;
-        Some(crate::engine::proof::extraction_miss(&hr, hidden.as_ref(), &b, "expose-hidden probe").map_err(|e| ExportError::Verify(e.to_string()))?)
+        let row = b.row_f32(b.dims[1] - 1);
+        let gathered: Vec<f32> = hr.columns.iter().map(|&c| row.get(c).copied().unwrap_or(f32::NAN)).collect();
+        Some(crate::engine::proof::extraction_miss(&hr, hidden.as_ref(), &hr.columns, &gathered, "expose-hidden probe").map_err(|e| ExportError::Verify(e.to_string()))?)
     } else {
         None
     };

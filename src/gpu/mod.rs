@@ -3,6 +3,8 @@
 //! here), so the kernel is tested against the CPU readout in `cargo test`.
 
 mod readout;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 pub use readout::{GpuReadout, GpuSlots};
 

@@ -7,7 +7,7 @@ use super::GpuError;
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Params {
     width: u32,
-    offset: u32,
+    base: u32,
     n_cols: u32,
     is_f16: u32,
 }
@@ -33,7 +33,10 @@ pub struct GpuReadout {
 const MAX_COLS: usize = 20;
 
 impl GpuReadout {
-    pub fn new(device: wgpu::Device, queue: wgpu::Queue) -> Self {
+    /// Compiles the kernel; a device that rejects it is an error here, not
+    /// zeros later (an invalid pipeline dispatches nothing).
+    pub async fn new(device: wgpu::Device, queue: wgpu::Queue) -> Result<Self, GpuError> {
+        let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("readout.wgsl"),
             source: wgpu::ShaderSource::Wgsl(include_str!("readout.wgsl").into()),
@@ -71,7 +74,10 @@ impl GpuReadout {
             compilation_options: Default::default(),
             cache: None,
         });
-        Self { device, queue, pipeline, layout }
+        if let Some(e) = scope.pop().await {
+            return Err(GpuError::Readout(format!("readout.wgsl was rejected by this device: {e}")));
+        }
+        Ok(Self { device, queue, pipeline, layout })
     }
 
     pub fn device(&self) -> &wgpu::Device {
@@ -110,7 +116,15 @@ impl GpuReadout {
             return Err(GpuError::Readout(format!("logits buffer holds {} bytes; dims {dims:?} need {need}", logits.size())));
         }
         let n = columns.len();
-        let params = Params { width: w as u32, offset: (s - 1) as u32, n_cols: n as u32, is_f16: f16 as u32 };
+        // Bind only the last row, from the nearest aligned offset before it.
+        let elem = if f16 { 2u64 } else { 4 };
+        let row_start = ((s - 1) * w) as u64 * elem;
+        let align = self.device.limits().min_storage_buffer_offset_alignment as u64;
+        let bind_start = row_start / align * align;
+        let bind_size = (need - bind_start).div_ceil(4) * 4;
+        let bind_size = bind_size.min(logits.size() - bind_start);
+        let base = ((row_start - bind_start) / elem) as u32;
+        let params = Params { width: w as u32, base, n_cols: n as u32, is_f16: f16 as u32 };
         let mk = |label, size: u64, usage| self.device.create_buffer(&wgpu::BufferDescriptor { label: Some(label), size, usage, mapped_at_creation: false });
         let cols = mk("columns", (n * 4) as u64, wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST);
         self.queue.write_buffer(&cols, 0, bytemuck::cast_slice(columns));
@@ -123,12 +137,16 @@ impl GpuReadout {
             label: Some("readout"),
             layout: &self.layout,
             entries: &[
-                wgpu::BindGroupEntry { binding: 0, resource: logits.as_entire_binding() },
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding { buffer: logits, offset: bind_start, size: std::num::NonZeroU64::new(bind_size) }),
+                },
                 wgpu::BindGroupEntry { binding: 1, resource: cols.as_entire_binding() },
                 wgpu::BindGroupEntry { binding: 2, resource: uni.as_entire_binding() },
                 wgpu::BindGroupEntry { binding: 3, resource: out.as_entire_binding() },
             ],
         });
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let mut enc = self.device.create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some("readout") });
         {
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor { label: Some("readout"), timestamp_writes: None });
@@ -138,6 +156,9 @@ impl GpuReadout {
         }
         enc.copy_buffer_to_buffer(&out, 0, &staging, 0, out_bytes);
         self.queue.submit([enc.finish()]);
+        if let Some(e) = scope.pop().await {
+            return Err(GpuError::Readout(format!("the readout dispatch was refused: {e}")));
+        }
 
         let (tx, rx) = futures_channel::oneshot::channel();
         staging.map_async(wgpu::MapMode::Read, .., move |r| {

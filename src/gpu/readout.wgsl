@@ -2,10 +2,12 @@
 // gather the answer letters' logits and reduce the whole row to its maximum
 // and sum of exponentials, so the host reads back n + 3 floats instead of
 // the row. One workgroup strides over the row; W is at most the vocabulary.
+// Only the row's bytes are bound (from an aligned offset), so a long
+// [1, S, V] tensor never exceeds the device's storage-binding limit.
 
 struct Params {
     width: u32,    // W: vocabulary or pruned rows
-    offset: u32,   // the row to read: dims[1] - 1 of the returned tensor
+    base: u32,     // the row's first value, counted from the start of the binding
     n_cols: u32,   // letters to gather (<= 20)
     is_f16: u32,   // 1: two float16 per u32 word
 }
@@ -38,8 +40,9 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     if (lid == 0u) {
         atomicStore(&bad, 0u);
     }
-    let base = params.offset * params.width;
-    var m = -3.4028235e38;
+    let base = params.base;
+    // -FLT_MAX by its bits: some WGSL compilers (Tint) refuse the decimal literal.
+    var m = bitcast<f32>(0xff7fffffu);
     for (var i = lid; i < params.width; i += WG) {
         let v = value(base + i);
         if (non_finite(v)) {

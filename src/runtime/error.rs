@@ -1,5 +1,7 @@
 use thiserror::Error;
 
+use crate::core::CoreError;
+
 #[derive(Debug, Error)]
 pub enum RuntimeError {
     #[error("ONNX Runtime library: {0}")]
@@ -10,4 +12,8 @@ pub enum RuntimeError {
     Signature(String),
     #[error("run: {0}")]
     Run(String),
+    #[error(transparent)]
+    Readout(#[from] CoreError),
+    #[error("GPU: {0}")]
+    Gpu(String),
 }

@@ -9,11 +9,14 @@ mod error;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
 mod signature;
+#[cfg(target_arch = "wasm32")]
+pub mod web;
 
 pub use error::RuntimeError;
 pub use signature::{Dtype, KvPair, Signature, HIDDEN_OUTPUT};
 
 use crate::core::logits::Logits;
+use crate::core::readout::{read_slots, HeadColumns, SlotReadout};
 
 /// One forward step: the new tokens and the derived inputs the graph takes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,6 +36,24 @@ pub struct RunOutput<K> {
     pub hidden: Option<Logits>,
 }
 
+/// What a readout run asks for: the letters' columns at the last row of the
+/// returned logits, and whether the whole row's log-sum-exp is wanted.
+#[derive(Debug, Clone, Copy)]
+pub struct ReadSpec<'a> {
+    pub head: &'a HeadColumns,
+    pub columns: &'a [usize],
+    pub allowed_mass: bool,
+}
+
+/// A readout run's result: the slots, the dims of the logits tensor the graph
+/// produced, and the exposed hidden state when the graph has one.
+#[derive(Debug, Clone)]
+pub struct RowRead {
+    pub slots: SlotReadout,
+    pub dims: Vec<usize>,
+    pub hidden: Option<Logits>,
+}
+
 /// A loaded decoder. Methods are async because onnxruntime-web's are; the
 /// native implementation completes them immediately.
 ///
@@ -48,6 +69,22 @@ pub trait Runtime {
     /// Runs `step` after `past` (`None`: an empty past). With `keep_present`
     /// the grown KV comes back; otherwise only `logits` is fetched.
     async fn run(&mut self, step: &Step, past: Option<&Self::Kv>, keep_present: bool) -> Result<RunOutput<Self::Kv>, RuntimeError>;
+
+    /// Runs `step` after `past` and keeps only the grown past: no logits come
+    /// back (a prefill, or one chunk of a long run).
+    async fn extend(&mut self, step: &Step, past: Option<&Self::Kv>) -> Result<Self::Kv, RuntimeError> {
+        self.run(step, past, true).await?.present.ok_or_else(|| RuntimeError::Run("the run returned no present.*".into()))
+    }
+
+    /// Runs `step` after `past` and reads `spec` at the last row of the
+    /// returned logits. By default the logits come to the host and the CPU
+    /// readout reads them; a runtime that can read them where they lie (the
+    /// GPU kernel of DESIGN §8) overrides this so only the slots come back.
+    async fn read(&mut self, step: &Step, past: Option<&Self::Kv>, spec: &ReadSpec<'_>) -> Result<RowRead, RuntimeError> {
+        let out = self.run(step, past, false).await?;
+        let slots = read_slots(&out.logits, spec.head, spec.columns, spec.allowed_mass)?;
+        Ok(RowRead { slots, dims: out.logits.dims, hidden: out.hidden })
+    }
 
     /// Several independent steps against the same past; one after another by default.
     async fn run_many(&mut self, steps: &[Step], past: Option<&Self::Kv>) -> Result<Vec<Logits>, RuntimeError> {

@@ -1,0 +1,91 @@
+//! Downloads with progress and integrity: every model file is streamed,
+//! counted against the size models.json measured, and hashed (sha256) as it
+//! arrives. The only hosts contacted are the ones the caller's URLs name.
+
+use js_sys::{Function, Promise, Reflect, Uint8Array};
+use sha2::{Digest, Sha256};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_futures::JsFuture;
+
+use crate::runtime::web::ort::{get, message};
+
+/// Progress of one file: `(file, loaded, total)`; total is 0 when unknown.
+pub type Progress<'a> = &'a dyn Fn(&str, f64, f64);
+
+fn call(obj: &JsValue, method: &str, args: &[JsValue]) -> Result<JsValue, String> {
+    let f: Function = get(obj, method).dyn_into().map_err(|_| format!("{method} is not a function"))?;
+    let arr: js_sys::Array = args.iter().collect();
+    f.apply(obj, &arr).map_err(|e| message(&e))
+}
+
+async fn await_js(v: JsValue) -> Result<JsValue, String> {
+    JsFuture::from(Promise::resolve(&v)).await.map_err(|e| message(&e))
+}
+
+/// A resolved absolute URL (`base` is a URL or empty for the page's).
+pub fn resolve(url: &str, base: &str) -> Result<String, String> {
+    let ctor = get(&js_sys::global(), "URL");
+    let ctor: Function = ctor.dyn_into().map_err(|_| "URL is not available".to_string())?;
+    let args: js_sys::Array = if base.is_empty() {
+        let loc = get(&js_sys::global(), "location");
+        [JsValue::from_str(url), get(&loc, "href")].iter().collect()
+    } else {
+        [JsValue::from_str(url), JsValue::from_str(base)].iter().collect()
+    };
+    let u = Reflect::construct(&ctor, &args).map_err(|e| format!("URL {url:?}: {}", message(&e)))?;
+    get(&u, "href").as_string().ok_or_else(|| format!("URL {url:?} has no href"))
+}
+
+pub struct Fetched {
+    pub bytes: Uint8Array,
+    pub sha256: String,
+}
+
+/// Fetches `url`; `Ok(None)` on 404 when `optional`.
+pub async fn fetch(url: &str, label: &str, expect_bytes: Option<u64>, optional: bool, progress: Progress<'_>) -> Result<Option<Fetched>, String> {
+    let resp = await_js(call(&js_sys::global(), "fetch", &[JsValue::from_str(url)])?).await.map_err(|m| format!("{label} ({url}): fetch failed: {m}"))?;
+    let status = get(&resp, "status").as_f64().unwrap_or(0.0) as u32;
+    if status == 404 && optional {
+        return Ok(None);
+    }
+    if !get(&resp, "ok").is_truthy() {
+        return Err(format!("{label} ({url}): HTTP {status}: missing or not served"));
+    }
+    let header = call(&get(&resp, "headers"), "get", &[JsValue::from_str("content-length")]).ok().and_then(|v| v.as_string()).and_then(|s| s.parse::<f64>().ok());
+    let total = expect_bytes.map(|b| b as f64).or(header).unwrap_or(0.0);
+    let reader = call(&get(&resp, "body"), "getReader", &[])?;
+    let mut chunks: Vec<Uint8Array> = Vec::new();
+    let mut hasher = Sha256::new();
+    let mut loaded = 0f64;
+    progress(label, 0.0, total);
+    loop {
+        let r = await_js(call(&reader, "read", &[])?).await.map_err(|m| format!("{label} ({url}): download interrupted: {m}"))?;
+        if get(&r, "done").is_truthy() {
+            break;
+        }
+        let chunk: Uint8Array = get(&r, "value").dyn_into().map_err(|_| format!("{label}: a chunk is not bytes"))?;
+        hasher.update(chunk.to_vec());
+        loaded += chunk.length() as f64;
+        chunks.push(chunk);
+        progress(label, loaded, total);
+    }
+    if let Some(want) = expect_bytes {
+        if loaded as u64 != want {
+            return Err(format!("{label} ({url}): {loaded} bytes arrived; models.json says {want} (truncated or replaced)"));
+        }
+    }
+    let out = Uint8Array::new_with_length(loaded as u32);
+    let mut at = 0u32;
+    for c in &chunks {
+        out.set(c, at);
+        at += c.length();
+    }
+    let sha256 = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    Ok(Some(Fetched { bytes: out, sha256 }))
+}
+
+/// Fetches a small text file.
+pub async fn fetch_text(url: &str, label: &str, optional: bool) -> Result<Option<String>, String> {
+    let Some(f) = fetch(url, label, None, optional, &|_, _, _| {}).await? else { return Ok(None) };
+    String::from_utf8(f.bytes.to_vec()).map(Some).map_err(|e| format!("{label} ({url}): not UTF-8 ({e})"))
+}

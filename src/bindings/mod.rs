@@ -1,0 +1,320 @@
+//! The JS surface (DESIGN §2 `bindings`): converts between JS values and the
+//! engine's types, and queues calls. It decides nothing: backend choice,
+//! proofs and readout live below it.
+//!
+//! Every call on one engine (and its states) takes the engine's async lock
+//! in call order, so calls are queued, never interleaved. Every refusal is a
+//! JS `Error` whose message names the field and the limit; a refused call
+//! leaves the engine usable.
+
+mod fetch;
+mod load;
+
+use std::cell::Cell;
+use std::rc::Rc;
+
+use futures_util::lock::Mutex;
+use js_sys::{Function, Promise};
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::future_to_promise;
+
+use self::load::{LoadOptions, LoadReport};
+use crate::core::backend::Requested;
+use crate::core::debias::Debias;
+use crate::core::fixture::{Criterion, StateSpec};
+use crate::engine::{Engine as CoreEngine, EngineInfo, ScoreOptions, StateId};
+use crate::runtime::web::ort::get;
+use crate::runtime::web::WebRuntime;
+
+#[wasm_bindgen(start)]
+pub fn start() {
+    console_error_panic_hook::set_once();
+}
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_TYPES: &'static str = r#"
+export type Backend = "auto" | "webgpu" | "wasm";
+export interface LoadOptions {
+  /** "auto" (default): WebGPU when an adapter exists and the dtype runs there, else the entry's WASM variant. */
+  backend?: Backend;
+  /** URL prefix where onnxruntime-web's dist/ files (.wasm, .mjs) are served. Nothing else is contacted. */
+  ortBase?: string;
+  /** Called while files download: file role, bytes so far, bytes in all (0 when unknown). */
+  onProgress?: (p: { file: string; loaded: number; total: number }) => void;
+  /** WASM backend threads (needs a cross-origin isolated page). */
+  threads?: number;
+  /** onnxruntime-web's profiler (see Engine.endProfiling). */
+  profiling?: boolean;
+}
+export interface StateInput { id?: string; instruction?: string; evidence: string; }
+export interface OptionInput { id: string; description: string; }
+export interface CriterionInput { id: string; family?: string; question: string; options: OptionInput[]; answer?: string; }
+export interface ScoreOptions { debias?: "none" | "cyclic"; allowedMass?: boolean; }
+export interface OptionProb { id: string; letter: string; p: number; }
+export interface Decision {
+  id: string; answer: string; letter: string; probs: OptionProb[]; margin: number;
+  allowed_mass?: number; order_unstable?: boolean; ms: number;
+}
+export interface EngineInfo {
+  model_id: string; runtime: string; backend: "webgpu" | "wasm"; backend_reason: string;
+  readout: string; run_limit: number; bytes_read_back: number; live_gpu_tensors: number;
+  [key: string]: unknown;
+}
+"#;
+
+fn js_err(msg: impl std::fmt::Display) -> JsValue {
+    js_sys::Error::new(&msg.to_string()).into()
+}
+
+fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsValue> {
+    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible()).map_err(js_err)
+}
+
+fn from_js<T: serde::de::DeserializeOwned>(v: JsValue, what: &str) -> Result<T, JsValue> {
+    serde_wasm_bindgen::from_value(v).map_err(|e| js_err(format!("{what}: {e}")))
+}
+
+struct Shared {
+    /// `None` once the engine is disposed.
+    engine: Mutex<Option<CoreEngine<WebRuntime>>>,
+    report: LoadReport,
+    live: Rc<Cell<usize>>,
+    /// Snapshot for the synchronous `info()`, refreshed after every call.
+    info: std::cell::RefCell<Option<EngineInfo>>,
+    read_back: Cell<u64>,
+}
+
+impl Shared {
+    async fn with<T>(
+        self: &Rc<Self>,
+        f: impl AsyncFnOnce(&mut CoreEngine<WebRuntime>) -> Result<T, crate::engine::EngineError>,
+    ) -> Result<T, JsValue> {
+        let mut guard = self.engine.lock().await;
+        let engine = guard.as_mut().ok_or_else(|| js_err("engine: disposed (load a new one)"))?;
+        let r = f(engine).await.map_err(js_err);
+        self.read_back.set(engine.bytes_read_back());
+        r
+    }
+}
+
+/// A loaded model with its proven conventions.
+#[wasm_bindgen]
+pub struct Engine {
+    shared: Rc<Shared>,
+}
+
+fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue> {
+    if v.is_undefined() || v.is_null() {
+        return Ok((LoadOptions { backend: Requested::Auto, ort_base: None, threads: None, profiling: false }, None));
+    }
+    let backend = match get(v, "backend").as_string() {
+        None => Requested::Auto,
+        Some(s) => Requested::parse(&s).map_err(js_err)?,
+    };
+    let threads = match get(v, "threads").as_f64() {
+        None => None,
+        Some(n) if (1.0..=64.0).contains(&n) && n.fract() == 0.0 => Some(n as u32),
+        Some(n) => return Err(js_err(format!("threads: {n} is not a whole number from 1 to 64"))),
+    };
+    let progress = match get(v, "onProgress") {
+        p if p.is_undefined() || p.is_null() => None,
+        p => Some(p.dyn_into::<Function>().map_err(|_| js_err("onProgress: must be a function"))?),
+    };
+    Ok((LoadOptions { backend, ort_base: get(v, "ortBase").as_string(), threads, profiling: get(v, "profiling").is_truthy() }, progress))
+}
+
+fn now() -> f64 {
+    let perf = get(&js_sys::global(), "performance");
+    get(&perf, "now").dyn_into::<Function>().ok().and_then(|f| f.call0(&perf).ok()).and_then(|v| v.as_f64()).unwrap_or_else(js_sys::Date::now)
+}
+
+fn score_options(v: &JsValue, pruned: bool) -> Result<ScoreOptions, JsValue> {
+    if v.is_undefined() || v.is_null() {
+        return Ok(ScoreOptions { debias: Debias::None, allowed_mass: !pruned });
+    }
+    let debias = match get(v, "debias").as_string().as_deref() {
+        None | Some("none") => Debias::None,
+        Some("cyclic") => Debias::Cyclic,
+        Some(other) => return Err(js_err(format!("debias: {other:?} is not \"none\" or \"cyclic\""))),
+    };
+    let am = get(v, "allowedMass");
+    Ok(ScoreOptions { debias, allowed_mass: if am.is_undefined() { !pruned } else { am.is_truthy() } })
+}
+
+#[wasm_bindgen]
+impl Engine {
+    /// Loads `source` (`".../models.json#id"` or a model directory URL),
+    /// proves its conventions, and returns the engine.
+    pub async fn load(
+        #[wasm_bindgen(unchecked_param_type = "string")] source: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "LoadOptions | undefined")] options: JsValue,
+    ) -> Result<Engine, JsValue> {
+        let source = source.as_string().ok_or_else(|| js_err("source: must be a string (\"models.json#id\" or a model directory URL)"))?;
+        let (opts, progress) = load_options(&options)?;
+        let report = |file: &str, loaded: f64, total: f64| {
+            if let Some(f) = &progress {
+                let o = js_sys::Object::new();
+                crate::runtime::web::ort::set(&o, "file", &file.into());
+                crate::runtime::web::ort::set(&o, "loaded", &loaded.into());
+                crate::runtime::web::ort::set(&o, "total", &total.into());
+                let _ = f.call1(&JsValue::NULL, &o);
+            }
+        };
+        let loaded = load::load(&source, opts, &report, &now).await.map_err(js_err)?;
+        let info = loaded.engine.info();
+        Ok(Engine {
+            shared: Rc::new(Shared {
+                engine: Mutex::new(Some(loaded.engine)),
+                report: loaded.report,
+                live: loaded.live,
+                info: std::cell::RefCell::new(Some(info)),
+                read_back: Cell::new(0),
+            }),
+        })
+    }
+
+    /// Prefills a state (instruction + evidence) and keeps its KV.
+    #[wasm_bindgen(unchecked_return_type = "Promise<State>")]
+    pub fn prefill(&self, #[wasm_bindgen(unchecked_param_type = "StateInput")] state: JsValue) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let spec: StateSpec = from_js(state, "state")?;
+            let (id, tokens) = shared.with(async |e| {
+                let id = e.prefill(&spec).await?;
+                Ok((id, e.head_tokens(id)?))
+            }).await?;
+            Ok(State { shared, id, tokens }.into())
+        })
+    }
+
+    /// Model, backend and why, proof report, run limit, readback counters.
+    #[wasm_bindgen(unchecked_return_type = "EngineInfo")]
+    pub fn info(&self) -> Result<JsValue, JsValue> {
+        #[derive(Serialize)]
+        struct Info<'a> {
+            #[serde(flatten)]
+            engine: &'a Option<EngineInfo>,
+            #[serde(flatten)]
+            load: &'a LoadReport,
+            run_limit: Option<usize>,
+            bytes_read_back: u64,
+            live_gpu_tensors: usize,
+        }
+        let engine = self.shared.info.borrow();
+        let run_limit = engine.as_ref().map(|i| i.proof.run_limit);
+        to_js(&Info { engine: &engine, load: &self.shared.report, run_limit, bytes_read_back: self.shared.read_back.get(), live_gpu_tensors: self.shared.live.get() })
+    }
+
+    /// Tensors the runtime holds for live states (GPU buffers on WebGPU).
+    #[wasm_bindgen(js_name = liveGpuTensors)]
+    pub fn live_gpu_tensors(&self) -> usize {
+        self.shared.live.get()
+    }
+
+    /// Bytes copied out of onnxruntime-web's tensors since load, counted in the runtime.
+    #[wasm_bindgen(js_name = bytesReadBack)]
+    pub fn bytes_read_back(&self) -> f64 {
+        self.shared.read_back.get() as f64
+    }
+
+    /// Ends onnxruntime-web's profiler (enabled with `profiling: true`); the report goes to the console.
+    #[wasm_bindgen(js_name = endProfiling, unchecked_return_type = "Promise<void>")]
+    pub fn end_profiling(&self) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            shared.with(async |e| {
+                e.runtime().end_profiling();
+                Ok(())
+            }).await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// Releases every state and the session; later calls are refused.
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn dispose(&self) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let mut guard = shared.engine.lock().await;
+            if let Some(mut e) = guard.take() {
+                e.dispose_all();
+                e.runtime().close().await;
+            }
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+}
+
+/// A prefilled state: criteria are scored against its cached KV.
+#[wasm_bindgen]
+pub struct State {
+    shared: Rc<Shared>,
+    id: StateId,
+    tokens: usize,
+}
+
+#[wasm_bindgen]
+impl State {
+    /// Tokens of the prefilled head (instruction + evidence).
+    #[wasm_bindgen(getter)]
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+
+    #[wasm_bindgen(unchecked_return_type = "Promise<Decision>")]
+    pub fn score(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "CriterionInput")] criterion: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ScoreOptions | undefined")] options: JsValue,
+    ) -> Promise {
+        let (shared, id) = (self.shared.clone(), self.id);
+        future_to_promise(async move {
+            let c: Criterion = from_js(criterion, "criterion")?;
+            let d = shared.with(async |e| {
+                let opts = score_options(&options, e.is_pruned()).map_err(|v| crate::engine::EngineError::Proof(crate::runtime::web::ort::message(&v)))?;
+                e.score(id, &c, &opts).await
+            }).await?;
+            to_js(&d)
+        })
+    }
+
+    #[wasm_bindgen(js_name = scoreAll, unchecked_return_type = "Promise<Decision[]>")]
+    pub fn score_all(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "CriterionInput[]")] criteria: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ScoreOptions | undefined")] options: JsValue,
+    ) -> Promise {
+        let (shared, id) = (self.shared.clone(), self.id);
+        future_to_promise(async move {
+            let cs: Vec<Criterion> = from_js(criteria, "criteria")?;
+            let d = shared.with(async |e| {
+                let opts = score_options(&options, e.is_pruned()).map_err(|v| crate::engine::EngineError::Proof(crate::runtime::web::ort::message(&v)))?;
+                e.score_all(id, &cs, &opts).await
+            }).await?;
+            to_js(&d)
+        })
+    }
+
+    /// The hidden state at each criterion's answer position (graphs built
+    /// with `readout expose-hidden`; proven at load).
+    #[wasm_bindgen(unchecked_return_type = "Promise<Float32Array[]>")]
+    pub fn extract(&self, #[wasm_bindgen(unchecked_param_type = "CriterionInput[]")] criteria: JsValue) -> Promise {
+        let (shared, id) = (self.shared.clone(), self.id);
+        future_to_promise(async move {
+            let cs: Vec<Criterion> = from_js(criteria, "criteria")?;
+            let hs = shared.with(async |e| e.extract(id, &cs).await).await?;
+            Ok(hs.iter().map(|h| JsValue::from(js_sys::Float32Array::from(h.as_slice()))).collect::<js_sys::Array>().into())
+        })
+    }
+
+    /// Releases this state's KV. A second dispose is an error naming the state.
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn dispose(&self) -> Promise {
+        let (shared, id) = (self.shared.clone(), self.id);
+        future_to_promise(async move {
+            shared.with(async |e| e.dispose(id)).await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+}

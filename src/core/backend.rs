@@ -1,0 +1,119 @@
+//! Which backend a browser engine runs on, and why (issue 4 §7). A pure
+//! decision over what the page measured, so it is tested natively and the
+//! reason is always reported, never silent.
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Requested {
+    Auto,
+    WebGpu,
+    Wasm,
+}
+
+impl Requested {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "webgpu" => Ok(Self::WebGpu),
+            "wasm" => Ok(Self::Wasm),
+            other => Err(format!("backend: {other:?} is not one of \"auto\", \"webgpu\", \"wasm\"")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Chosen {
+    WebGpu,
+    Wasm,
+}
+
+/// What the page found when it asked for a WebGPU device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gpu {
+    Unavailable(String),
+    Available { adapter: String, f16: bool },
+}
+
+/// The model as the choice sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Model<'a> {
+    pub id: &'a str,
+    pub needs_f16: bool,
+    /// The catalog's WASM variant (may be the model itself).
+    pub wasm_variant: Option<&'a str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Choice {
+    pub backend: Chosen,
+    /// The model id to load (the WASM variant when falling back).
+    pub model: String,
+    pub reason: String,
+}
+
+pub fn choose(requested: Requested, gpu: &Gpu, model: &Model<'_>) -> Result<Choice, String> {
+    let wasm = |why: String| Choice { backend: Chosen::Wasm, model: model.wasm_variant.unwrap_or(model.id).to_string(), reason: why };
+    let gpu_problem = match gpu {
+        Gpu::Unavailable(why) => Some(format!("WebGPU unavailable: {why}")),
+        Gpu::Available { adapter, f16: false } if model.needs_f16 => {
+            Some(format!("{} is float16 and the WebGPU adapter ({adapter}) lacks shader-f16", model.id))
+        }
+        Gpu::Available { .. } => None,
+    };
+    match (requested, gpu_problem) {
+        (Requested::Wasm, _) => Ok(wasm("the WASM backend was asked for".into())),
+        (Requested::WebGpu, Some(p)) => Err(format!("backend \"webgpu\" was asked for but {p}")),
+        (Requested::Auto, Some(p)) => Ok(wasm(format!("{p}; falling back to the WASM backend"))),
+        (_, None) => {
+            let Gpu::Available { adapter, f16 } = gpu else { unreachable!("no problem means available") };
+            let how = if requested == Requested::Auto { "auto: a WebGPU adapter exists" } else { "the WebGPU backend was asked for" };
+            Ok(Choice {
+                backend: Chosen::WebGpu,
+                model: model.id.to_string(),
+                reason: format!("{how} ({adapter}{})", if *f16 { ", shader-f16" } else { ", no shader-f16" }),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const Q4F16: Model = Model { id: "m-q4f16", needs_f16: true, wasm_variant: Some("m-fp32") };
+    const Q4: Model = Model { id: "m-q4", needs_f16: false, wasm_variant: Some("m-fp32") };
+
+    fn gpu(f16: bool) -> Gpu {
+        Gpu::Available { adapter: "google / swiftshader".into(), f16 }
+    }
+
+    #[test]
+    fn auto_prefers_webgpu_when_the_dtype_runs() {
+        let c = choose(Requested::Auto, &gpu(true), &Q4F16).unwrap();
+        assert_eq!((c.backend, c.model.as_str()), (Chosen::WebGpu, "m-q4f16"));
+        let c = choose(Requested::Auto, &gpu(false), &Q4).unwrap();
+        assert_eq!(c.backend, Chosen::WebGpu);
+    }
+
+    #[test]
+    fn auto_falls_back_with_the_reason() {
+        let c = choose(Requested::Auto, &gpu(false), &Q4F16).unwrap();
+        assert_eq!((c.backend, c.model.as_str()), (Chosen::Wasm, "m-fp32"));
+        assert!(c.reason.contains("lacks shader-f16"), "{}", c.reason);
+        let c = choose(Requested::Auto, &Gpu::Unavailable("navigator.gpu is undefined".into()), &Q4).unwrap();
+        assert_eq!(c.backend, Chosen::Wasm);
+        assert!(c.reason.contains("navigator.gpu is undefined"), "{}", c.reason);
+    }
+
+    #[test]
+    fn explicit_requests() {
+        let e = choose(Requested::WebGpu, &gpu(false), &Q4F16).unwrap_err();
+        assert!(e.contains("shader-f16"), "{e}");
+        let c = choose(Requested::Wasm, &gpu(true), &Q4F16).unwrap();
+        assert_eq!((c.backend, c.model.as_str()), (Chosen::Wasm, "m-fp32"));
+        assert!(Requested::parse("cuda").unwrap_err().contains("backend"));
+    }
+}

@@ -1,0 +1,65 @@
+//! Runs no longer than the device's proven run length (DESIGN §6, issue 4):
+//! a long step becomes batch-1 chunks on a growing past, and every
+//! intermediate past is released as soon as the next one exists.
+
+use super::convention::{derive, Convention};
+use super::EngineError;
+use crate::runtime::{ReadSpec, RowRead, Runtime};
+
+/// Releases `kv` when there is one; used on every exit path.
+fn release<R: Runtime>(rt: &mut R, kv: Option<R::Kv>) {
+    if let Some(kv) = kv {
+        rt.release(kv);
+    }
+}
+
+/// Grows `past` (or an empty past) by `ids`, `limit` tokens per run. The
+/// caller's `past` is never released; the returned past is new.
+pub async fn extend<R: Runtime>(rt: &mut R, conv: Convention, limit: usize, past: Option<&R::Kv>, ids: &[u32]) -> Result<R::Kv, EngineError> {
+    let limit = limit.max(1);
+    let mut len = past.map_or(0, |p| rt.kv_len(p));
+    let mut owned: Option<R::Kv> = None;
+    for chunk in ids.chunks(limit) {
+        let step = derive(conv, rt.signature(), len, chunk);
+        let grown = rt.extend(&step, owned.as_ref().or(past)).await;
+        match grown {
+            Ok(kv) => {
+                let old = owned.replace(kv);
+                release(rt, old);
+            }
+            Err(e) => {
+                release(rt, owned);
+                return Err(e.into());
+            }
+        }
+        len += chunk.len();
+    }
+    owned.ok_or_else(|| EngineError::Proof("a step of zero tokens was asked for".into()))
+}
+
+/// Reads `spec` after `past` + `ids`. The readout run is the last
+/// `min(limit, len)` tokens, so a proof at `limit` always reads a run of
+/// exactly `limit` tokens; the tokens before it grow a temporary past.
+/// Returns the read and the number of tokens the readout run fed.
+pub async fn read<R: Runtime>(
+    rt: &mut R,
+    conv: Convention,
+    limit: usize,
+    past: Option<&R::Kv>,
+    ids: &[u32],
+    spec: &ReadSpec<'_>,
+) -> Result<(RowRead, usize), EngineError> {
+    if ids.is_empty() {
+        return Err(EngineError::Proof("a readout of zero tokens was asked for".into()));
+    }
+    let limit = limit.max(1);
+    let last = limit.min(ids.len());
+    let (lead, tail) = ids.split_at(ids.len() - last);
+    let grown = if lead.is_empty() { None } else { Some(extend(rt, conv, limit, past, lead).await?) };
+    let base = grown.as_ref().or(past);
+    let len = base.map_or(0, |p| rt.kv_len(p));
+    let step = derive(conv, rt.signature(), len, tail);
+    let r = rt.read(&step, base, spec).await;
+    release(rt, grown);
+    Ok((r?, last))
+}

@@ -1,0 +1,61 @@
+// A static server for the browser pages and tests: the repository root,
+// with the headers that make a page cross-origin isolated (COOP/COEP), so
+// onnxruntime-web's WASM backend can use threads.
+//   node tests/browser/serve.mjs [port]      (prints the URL)
+import { createServer } from "node:http";
+import { createReadStream, statSync } from "node:fs";
+import { extname, join, normalize, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
+
+const TYPES = {
+  ".html": "text/html; charset=utf-8",
+  ".js": "text/javascript",
+  ".mjs": "text/javascript",
+  ".json": "application/json",
+  ".wasm": "application/wasm",
+  ".css": "text/css",
+  ".svg": "image/svg+xml",
+  ".png": "image/png",
+  ".map": "application/json",
+  ".ts": "text/plain",
+};
+
+export function serve(port = 0, root = ROOT) {
+  const server = createServer((req, res) => {
+    const path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+    let file = normalize(join(root, path));
+    if (!file.startsWith(root)) {
+      res.writeHead(403).end("outside the root");
+      return;
+    }
+    let st;
+    try {
+      st = statSync(file);
+      if (st.isDirectory()) {
+        file = join(file, "index.html");
+        st = statSync(file);
+      }
+    } catch {
+      res.writeHead(404, { "Content-Type": "text/plain" }).end(`not found: ${path}`);
+      return;
+    }
+    res.writeHead(200, {
+      "Content-Type": TYPES[extname(file)] ?? "application/octet-stream",
+      "Content-Length": st.size,
+      "Cross-Origin-Opener-Policy": "same-origin",
+      "Cross-Origin-Embedder-Policy": "require-corp",
+      "Cross-Origin-Resource-Policy": "same-origin",
+      "Cache-Control": "no-store",
+    });
+    if (req.method === "HEAD") return res.end();
+    createReadStream(file).pipe(res);
+  });
+  return new Promise((ok) => server.listen(port, "127.0.0.1", () => ok(server)));
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  const server = await serve(Number(process.argv[2] ?? 8000));
+  console.log(`serving ${ROOT} at http://127.0.0.1:${server.address().port}/`);
+}
