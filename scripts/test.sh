@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine of this kind: installs what it
-# needs (idempotent), builds the tiny test models, proves the crate still
-# compiles for wasm32, and runs every test natively.
+# needs (idempotent), builds the tiny test models, runs every test natively,
+# then builds the npm package and runs the browser tests in headless
+# Chromium (WebGPU through SwiftShader, and the WASM backend).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh --python
 .venv/bin/python scripts/build_models.py tiny
-
-echo "[test] cargo build --target wasm32-unknown-unknown --lib" >&2
-cargo build --locked --target wasm32-unknown-unknown --lib
 
 # Mesa's Vulkan loader wants a runtime dir for its window-system probing.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/readout-xdg-$(id -u)}"
@@ -17,3 +15,17 @@ mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 
 echo "[test] cargo test" >&2
 cargo test --locked -- --test-threads 2
+
+echo "[test] the npm package (pkg/) and the browser tests' models" >&2
+bash scripts/build_pkg.sh
+cargo build --locked --bin readout
+readout=target/debug/readout
+tiny=models/qwen3-tiny-random-q4
+[ -f "$tiny-trimmed/model.onnx" ] || "$readout" trim "$tiny" -o "$tiny-trimmed" >/dev/null
+[ -f "$tiny-trimmed-pruned/model.onnx" ] || "$readout" prune "$tiny-trimmed" --letters ABCDEFGHIJKLMNOPQRST -o "$tiny-trimmed-pruned" >/dev/null
+"$readout" catalog --models models -o models.json
+# Trimmed, so the proof's many shorter-run trials read one row each.
+.venv/bin/python scripts/broken_model.py "$tiny-trimmed" target/browser/broken-kv
+
+echo "[test] browser tests (headless Chromium)" >&2
+node --test --test-concurrency=1 tests/browser/

@@ -24,6 +24,9 @@ pub struct LoadOptions {
     pub ort_base: Option<String>,
     pub threads: Option<u32>,
     pub profiling: bool,
+    /// WebGPU only: let onnxruntime-web create its own device instead of
+    /// sharing the engine's (no GPU readout then; a diagnostic).
+    pub ort_device: bool,
 }
 
 /// What `engine.info()` adds to the engine's own report.
@@ -170,7 +173,7 @@ pub async fn load(source: &str, opts: LoadOptions, progress: Progress<'_>, now: 
         Chosen::Wasm => Backend::Wasm,
     };
     let model = WebModel { graph: files.graph.clone(), external: files.external.clone(), kv_dims: [config.kv_heads, config.head_dim] };
-    let device = if backend == Backend::WebGpu { device } else { None };
+    let device = if backend == Backend::WebGpu && !opts.ort_device { device } else { None };
     let ort = Ort::import(if backend == Backend::WebGpu { "webgpu" } else { "wasm" }).await?;
     configure_ort(&ort, &opts);
     let runtime = WebRuntime::load(model, WebOptions { backend, ort: ort.clone(), device, profiling: opts.profiling }, live.clone()).await.map_err(|e| e.to_string())?;

@@ -46,6 +46,9 @@ export interface LoadOptions {
   threads?: number;
   /** onnxruntime-web's profiler (see Engine.endProfiling). */
   profiling?: boolean;
+  /** WebGPU: "shared" (default) hands the engine's device to onnxruntime-web and reads logits on it;
+   *  "onnxruntime" lets onnxruntime-web create its own (logits are then downloaded). */
+  device?: "shared" | "onnxruntime";
 }
 export interface StateInput { id?: string; instruction?: string; evidence: string; }
 export interface OptionInput { id: string; description: string; }
@@ -106,7 +109,7 @@ pub struct Engine {
 
 fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue> {
     if v.is_undefined() || v.is_null() {
-        return Ok((LoadOptions { backend: Requested::Auto, ort_base: None, threads: None, profiling: false }, None));
+        return Ok((LoadOptions { backend: Requested::Auto, ort_base: None, threads: None, profiling: false, ort_device: false }, None));
     }
     let backend = match get(v, "backend").as_string() {
         None => Requested::Auto,
@@ -121,7 +124,12 @@ fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue>
         p if p.is_undefined() || p.is_null() => None,
         p => Some(p.dyn_into::<Function>().map_err(|_| js_err("onProgress: must be a function"))?),
     };
-    Ok((LoadOptions { backend, ort_base: get(v, "ortBase").as_string(), threads, profiling: get(v, "profiling").is_truthy() }, progress))
+    let ort_device = match get(v, "device").as_string().as_deref() {
+        None | Some("shared") => false,
+        Some("onnxruntime") => true,
+        Some(other) => return Err(js_err(format!("device: {other:?} is not \"shared\" or \"onnxruntime\""))),
+    };
+    Ok((LoadOptions { backend, ort_base: get(v, "ortBase").as_string(), threads, profiling: get(v, "profiling").is_truthy(), ort_device }, progress))
 }
 
 fn now() -> f64 {
@@ -246,6 +254,54 @@ impl Engine {
     }
 }
 
+/// The WGSL readout kernel (DESIGN §8) and the CPU readSlots on the same
+/// `[1, rows, width]` logits (float32, or float16 bits when `f16`), on a
+/// fresh WebGPU device: `{ gpu: {logits, logSumExp, bytesReadBack}, cpu: {logits, logSumExp} }`.
+#[wasm_bindgen(js_name = gpuReadoutSelfTest)]
+pub async fn gpu_readout_self_test(
+    #[wasm_bindgen(unchecked_param_type = "Float32Array | Uint16Array")] values: JsValue,
+    rows: usize,
+    width: usize,
+    columns: Vec<u32>,
+    f16: bool,
+) -> Result<JsValue, JsValue> {
+    use crate::core::logits::Logits;
+    use crate::core::readout::{read_slots, HeadColumns};
+    let dims = [1, rows, width];
+    let (logits, bytes): (Logits, Vec<u8>) = if f16 {
+        let v: Vec<u16> = values.dyn_into::<js_sys::Uint16Array>().map_err(|_| js_err("values: a Uint16Array of float16 bits when f16"))?.to_vec();
+        (Logits::f16(dims.to_vec(), v.iter().map(|&b| half::f16::from_bits(b)).collect()), v.iter().flat_map(|b| b.to_le_bytes()).collect())
+    } else {
+        let v: Vec<f32> = values.dyn_into::<js_sys::Float32Array>().map_err(|_| js_err("values: a Float32Array"))?.to_vec();
+        (Logits::f32(dims.to_vec(), v.clone()), v.iter().flat_map(|b| b.to_le_bytes()).collect())
+    };
+    let cols: Vec<usize> = columns.iter().map(|&c| c as usize).collect();
+    let cpu = read_slots(&logits, &HeadColumns::Vocab { vocab: width }, &cols, true).map_err(js_err)?;
+    let dev = crate::gpu::web::request_shared_device().await.map_err(js_err)?;
+    let gpu = crate::gpu::GpuReadout::new(dev.device, dev.queue).await.map_err(js_err)?;
+    let buf = gpu.upload(&bytes);
+    let g = gpu.read(&buf, dims, f16, &columns).await.map_err(js_err)?;
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Side {
+        logits: Vec<f32>,
+        log_sum_exp: f64,
+        bytes_read_back: Option<usize>,
+    }
+    #[derive(Serialize)]
+    struct Out {
+        gpu: Side,
+        cpu: Side,
+        adapter: String,
+    }
+    let cpu_lse = crate::core::readout::log_sum_exp(logits.row_f32(rows - 1).iter().map(|&v| v as f64));
+    to_js(&Out {
+        gpu: Side { logits: g.logits, log_sum_exp: g.log_sum_exp, bytes_read_back: Some(g.bytes_read_back) },
+        cpu: Side { logits: cpu.logits, log_sum_exp: cpu_lse, bytes_read_back: None },
+        adapter: dev.adapter,
+    })
+}
+
 /// A prefilled state: criteria are scored against its cached KV.
 #[wasm_bindgen]
 pub struct State {
@@ -293,6 +349,20 @@ impl State {
                 e.score_all(id, &cs, &opts).await
             }).await?;
             to_js(&d)
+        })
+    }
+
+    /// Runs the criteria's suffixes as one batch against this state's past
+    /// and resolves to the logits dims, or rejects with onnxruntime-web's
+    /// refusal (its GroupQueryAttention takes batch 1 with a past and several
+    /// new tokens). A diagnostic: scoring never batches.
+    #[wasm_bindgen(js_name = runBatched, unchecked_return_type = "Promise<number[][]>")]
+    pub fn run_batched(&self, #[wasm_bindgen(unchecked_param_type = "CriterionInput[]")] criteria: JsValue) -> Promise {
+        let (shared, id) = (self.shared.clone(), self.id);
+        future_to_promise(async move {
+            let cs: Vec<Criterion> = from_js(criteria, "criteria")?;
+            let dims = shared.with(async |e| e.run_many_suffixes(id, &cs).await).await?;
+            to_js(&dims)
         })
     }
 

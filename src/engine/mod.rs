@@ -204,6 +204,25 @@ impl<R: Runtime> Engine<R> {
         self.score_with(id, criterion, opts, true).await
     }
 
+    /// Runs the suffixes of `criteria` against the state's past through the
+    /// runtime's `run_many` (a backend that batches runs them as one batch).
+    /// onnxruntime-web's GroupQueryAttention refuses batch > 1 with several
+    /// new tokens and a past; this is how that refusal is observed, and the
+    /// engine stays usable after it.
+    pub async fn run_many_suffixes(&mut self, id: StateId, criteria: &[Criterion]) -> Result<Vec<Vec<usize>>, EngineError> {
+        let state = self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?;
+        let past_len = self.runtime.kv_len(&state.kv);
+        let mut steps = Vec::with_capacity(criteria.len());
+        for c in criteria {
+            c.validate()?;
+            let order: Vec<usize> = (0..c.options.len()).collect();
+            let ids = self.tokenizer.encode(&render_suffix(c, &order))?;
+            steps.push(convention::derive(self.proof.convention, self.runtime.signature(), past_len, &ids));
+        }
+        let out = self.runtime.run_many(&steps, Some(&state.kv)).await?;
+        Ok(out.into_iter().map(|l| l.dims).collect())
+    }
+
     /// The hidden state at each criterion's answer position (the input to the
     /// head), for graphs that expose it; proven at load (DESIGN §6.4).
     pub async fn extract(&mut self, id: StateId, criteria: &[Criterion]) -> Result<Vec<Vec<f32>>, EngineError> {

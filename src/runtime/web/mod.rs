@@ -74,6 +74,13 @@ pub struct WebRuntime {
     live: Rc<Cell<usize>>,
     /// A pre-allocated logits buffer, reused while the size is unchanged.
     logits_buf: Option<wgpu::Buffer>,
+    /// What the session was created from: a refused run on WebGPU leaves
+    /// onnxruntime-web's session unusable (every later run repeats the
+    /// refusal, measured), so the session is recreated from these.
+    model: WebModel,
+    session_options: Object,
+    /// Sessions recreated after a refused run.
+    pub recreated: usize,
 }
 
 fn run_err(m: impl Into<String>) -> RuntimeError {
@@ -112,7 +119,13 @@ impl WebRuntime {
                 ort::set(&e, "device", &d);
                 JsValue::from(e)
             }
-            (Backend::WebGpu, None) => return Err(RuntimeError::Gpu("WebGPU backend asked for without a device".into())),
+            // onnxruntime-web creates its own device (with every feature the
+            // adapter has, subgroups included); logits are then downloaded.
+            (Backend::WebGpu, None) => {
+                let e = Object::new();
+                ort::set(&e, "name", &"webgpu".into());
+                JsValue::from(e)
+            }
             (Backend::Wasm, _) => JsValue::from_str("wasm"),
         };
         ort::set(&so, "executionProviders", &Array::of1(&ep));
@@ -164,7 +177,12 @@ impl WebRuntime {
                 let readout = GpuReadout::new(dev.device, dev.queue).await.map_err(|e| RuntimeError::Gpu(e.to_string()))?;
                 (Some(readout), String::new(), adapter)
             }
-            None => (None, "WASM backend: logits are computed in memory and read there".to_string(), String::new()),
+            None if opts.backend == Backend::WebGpu => (
+                None,
+                "host readSlots on downloaded logits (onnxruntime-web's own WebGPU device, not shared with the engine)".to_string(),
+                "onnxruntime-web's own adapter".to_string(),
+            ),
+            None => (None, "host readSlots (WASM backend: logits are in memory)".to_string(), String::new()),
         };
         Ok(Self {
             ort: opts.ort,
@@ -179,6 +197,9 @@ impl WebRuntime {
             read_back: 0,
             live,
             logits_buf: None,
+            model,
+            session_options: so,
+            recreated: 0,
         })
     }
 
@@ -264,7 +285,26 @@ impl WebRuntime {
         for t in temps {
             t.dispose();
         }
-        out.map_err(run_err)
+        match out {
+            Ok(o) => Ok(o),
+            Err(m) => {
+                self.recover().await;
+                Err(run_err(m))
+            }
+        }
+    }
+
+    /// After a refused run on WebGPU: a new session from the same bytes.
+    /// Live pasts stay valid (onnxruntime-web hands GPU outputs to the caller).
+    async fn recover(&mut self) {
+        if self.backend != Backend::WebGpu {
+            return;
+        }
+        if let Ok(s) = self.ort.create_session(&self.model.graph, &self.session_options).await {
+            let old = std::mem::replace(&mut self.session, s);
+            let _ = old.release().await;
+            self.recreated += 1;
+        }
     }
 
     fn output(out: &Object, name: &str) -> Result<Tensor, RuntimeError> {
@@ -419,6 +459,70 @@ impl Runtime for WebRuntime {
         let out = self.run(step, past, false).await?;
         let slots = read_slots(&out.logits, spec.head, spec.columns, spec.allowed_mass)?;
         Ok(RowRead { slots, dims: out.logits.dims, hidden: out.hidden })
+    }
+
+    /// One batched run of equal-length steps against `past` (repeated to
+    /// the batch), fetching only `logits`: the seam of DESIGN §13.
+    async fn run_many(&mut self, steps: &[Step], past: Option<&WebKv>) -> Result<Vec<Logits>, RuntimeError> {
+        let (Some(kv), Some(first)) = (past, steps.first()) else {
+            return Err(run_err("a batched run needs a past and at least one step"));
+        };
+        let n = first.input_ids.len();
+        if steps.iter().any(|s| s.input_ids.len() != n || s.position_ids.is_some()) {
+            return Err(run_err("a batched run needs steps of one length, without position_ids"));
+        }
+        let b = steps.len();
+        let batch_i64 = |rows: Vec<&[i64]>| -> Result<Tensor, RuntimeError> {
+            let w = rows[0].len();
+            let flat: Vec<i64> = rows.concat();
+            let data = js_sys::BigInt64Array::new_with_length(flat.len() as u32);
+            data.copy_from(&flat);
+            self.ort.tensor("int64", &data, &[b, w]).map_err(run_err)
+        };
+        let feeds = Object::new();
+        let mut temps = vec![batch_i64(steps.iter().map(|s| s.input_ids.as_slice()).collect())?];
+        if self.signature.has_attention_mask {
+            let masks: Vec<&[i64]> = steps.iter().map(|s| s.attention_mask.as_deref().unwrap_or(&[])).collect();
+            temps.push(batch_i64(masks)?);
+            ort::set(&feeds, "attention_mask", &temps[1]);
+        }
+        ort::set(&feeds, "input_ids", &temps[0]);
+        // The past repeated to the batch, as host tensors.
+        for (pair, t) in self.signature.past.iter().flat_map(|p| [&p.past_key, &p.past_value]).zip(&kv.tensors) {
+            let mut dims = t.shape();
+            let host = t.data().await.map_err(run_err)?;
+            let one = js_sys::Uint8Array::new(&host.unchecked_ref::<js_sys::Uint8Array>().buffer()).slice(
+                host.unchecked_ref::<js_sys::Uint8Array>().byte_offset(),
+                host.unchecked_ref::<js_sys::Uint8Array>().byte_offset() + host.unchecked_ref::<js_sys::Uint8Array>().byte_length(),
+            );
+            let all = js_sys::Uint8Array::new_with_length(one.length() * b as u32);
+            for i in 0..b as u32 {
+                all.set(&one, i * one.length());
+            }
+            dims[0] = b;
+            let (dtype, data): (&str, JsValue) = match self.signature.kv_dtype {
+                Dtype::F32 => ("float32", js_sys::Float32Array::new(&all.buffer()).into()),
+                Dtype::F16 => ("float16", js_sys::Uint16Array::new(&all.buffer()).into()),
+            };
+            let bt = self.ort.tensor(dtype, &data, &dims).map_err(run_err)?;
+            ort::set(&feeds, pair, &bt);
+            temps.push(bt);
+        }
+        let out = self.session.run(&feeds, &Array::of1(&"logits".into())).await;
+        for t in temps {
+            t.dispose();
+        }
+        let out = match out {
+            Ok(o) => o,
+            Err(m) => {
+                self.recover().await;
+                return Err(run_err(m));
+            }
+        };
+        let lt = Self::output(&out, "logits")?;
+        let logits = self.download(&lt, "logits").await;
+        lt.dispose();
+        Ok(vec![logits?])
     }
 
     fn kv_len(&self, kv: &WebKv) -> usize {

@@ -1,0 +1,226 @@
+// Backend choice, load-time refusals, bad input (DESIGN §12), queueing,
+// disposal and the GPU kernel, in headless Chromium.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { harness, ORT_BASE, OUT, ROOT, start, TINY } from "./lib.mjs";
+
+let ctx;
+before(async () => {
+  ctx = await start();
+});
+after(() => ctx?.close());
+
+/** Runs `fn(readout, args)` in a fresh harness page. */
+async function inPage(fn, args = {}, c = ctx) {
+  const log = [];
+  const page = await harness(c, log);
+  try {
+    return await page.evaluate(async ({ src, args }) => {
+      const f = new Function(`return (${src})`)();
+      return await f(window.readout, args);
+    }, { src: fn.toString(), args: { ...args, ORT_BASE } });
+  } catch (e) {
+    throw new Error(`${e.message}\n${log.slice(-15).join("\n")}`);
+  } finally {
+    await page.close();
+  }
+}
+
+const catalog = () => JSON.parse(readFileSync(join(ROOT, "models.json"), "utf8"));
+
+test("auto: a float16 entry on an adapter without shader-f16 loads its WASM variant and says why", async () => {
+  const r = await inPage(async ({ Engine }, { ORT_BASE }) => {
+    const progress = [];
+    const e = await Engine.load("/models.json#qwen3-tiny-random-q4f16", { ortBase: ORT_BASE, onProgress: (p) => progress.push(p) });
+    const info = e.info();
+    await e.dispose();
+    return { info, progress: progress.filter((p) => p.file === "external_data") };
+  });
+  assert.equal(r.info.backend, "wasm");
+  assert.match(r.info.backend_reason, /qwen3-tiny-random-q4f16 is float16 and the WebGPU adapter \(google \/ swiftshader\) lacks shader-f16; falling back/);
+  assert.equal(r.info.model, "qwen3-tiny-random-fp32");
+  assert.ok(r.info.files.every((f) => f.sha256_checked));
+  const last = r.progress.at(-1);
+  assert.ok(last.loaded === last.total && last.total > 1e6, JSON.stringify(last));
+});
+
+test("WebGPU disabled: auto falls back to WASM and reports it", async () => {
+  const noGpu = await start({ webgpu: false });
+  try {
+    const info = await inPage(async ({ Engine }, { ORT_BASE, tiny }) => {
+      const e = await Engine.load(`/models/${tiny}/`, { ortBase: ORT_BASE });
+      const i = e.info();
+      await e.dispose();
+      return i;
+    }, { tiny: TINY }, noGpu);
+    assert.equal(info.backend, "wasm");
+    assert.match(info.backend_reason, /WebGPU unavailable: .*falling back to the WASM backend/);
+  } finally {
+    await noGpu.close();
+  }
+});
+
+test("a model on which no position convention agrees is refused with the measured differences", async () => {
+  const err = await inPage(async ({ Engine }, { ORT_BASE }) => {
+    try {
+      await Engine.load("/target/browser/broken-kv/", { backend: "wasm", ortBase: ORT_BASE });
+      return "loaded";
+    } catch (e) {
+      return e.message;
+    }
+  });
+  assert.match(err, /0 of 2 position conventions agree with the uncached forward/);
+  assert.match(err, /MaskPastAndSuffix: max\|Δp\| [0-9.e-]+, argmax/);
+  assert.match(err, /Shorter runs did not help/);
+});
+
+test("bad input gives an Error naming the field and limit, and the next call succeeds", async () => {
+  // Catalogs whose entries lie about a file: its size, its sha256.
+  const cat = catalog();
+  const entry = cat.models.find((m) => m.id === TINY);
+  const lie = (f) => ({ version: 1, models: [{ ...entry, wasm_variant: entry.id, files: entry.files.map((x) => (x.role === "config" ? f(x) : x)) }] });
+  writeFileSync(join(ROOT, "target/browser/models-size.json"), JSON.stringify(lie((x) => ({ ...x, url: `../../${x.url}`, bytes: x.bytes + 1 }))).replaceAll('"models/', '"../../models/'));
+  writeFileSync(join(ROOT, "target/browser/models-sha.json"), JSON.stringify(lie((x) => ({ ...x, sha256: "0".repeat(64) }))).replaceAll('"models/', '"../../models/'));
+  // A pruned model whose slot map's two directions disagree.
+  const bad = join(OUT, "bad-slot-map");
+  mkdirSync(bad, { recursive: true });
+  cpSync(join(ROOT, `models/${TINY}-trimmed-pruned`), bad, { recursive: true });
+  const sm = JSON.parse(readFileSync(join(bad, "slot_map.json"), "utf8"));
+  const [a, b] = Object.keys(sm.token_to_row);
+  [sm.token_to_row[a], sm.token_to_row[b]] = [sm.token_to_row[b], sm.token_to_row[a]];
+  writeFileSync(join(bad, "slot_map.json"), JSON.stringify(sm));
+  // No tokenizer.json.
+  const missing = join(OUT, "missing-tokenizer");
+  mkdirSync(missing, { recursive: true });
+  for (const f of ["model.onnx", "model.onnx.data", "config.json"]) cpSync(join(ROOT, `models/${TINY}`, f), join(missing, f));
+
+  const r = await inPage(async ({ Engine }, { ORT_BASE, tiny }) => {
+    const out = {};
+    const attempt = async (name, f) => {
+      try {
+        await f();
+        out[name] = "accepted";
+      } catch (e) {
+        out[name] = e instanceof Error ? e.message : `not an Error: ${e}`;
+      }
+    };
+    const load = (src, extra = {}) => Engine.load(src, { backend: "wasm", ortBase: ORT_BASE, ...extra });
+    await attempt("size", () => load("/target/browser/models-size.json#" + tiny));
+    await attempt("sha", () => load("/target/browser/models-sha.json#" + tiny));
+    await attempt("slot_map", () => load("/target/browser/bad-slot-map/"));
+    await attempt("missing", () => load("/target/browser/missing-tokenizer/"));
+    await attempt("backend", () => load(`/models/${tiny}/`, { backend: "cuda" }));
+    const e = await load(`/models/${tiny}/`);
+    const s = await e.prefill({ evidence: "The lamp in the hall is red and the door is open." });
+    const opt = (k) => Array.from({ length: k }, (_, i) => ({ id: `o${i}`, description: `option ${i}` }));
+    const good = { id: "ok", question: "What colour is the lamp?", options: [{ id: "red", description: "Red" }, { id: "blue", description: "Blue" }] };
+    const checks = [];
+    const afterEach = async () => checks.push((await s.score(good)).answer);
+    await attempt("one_option", () => s.score({ id: "c", question: "q?", options: opt(1) })); await afterEach();
+    await attempt("21_options", () => s.score({ id: "c", question: "q?", options: opt(21) })); await afterEach();
+    await attempt("duplicate_ids", () => s.score({ id: "c", question: "q?", options: [{ id: "x", description: "a" }, { id: "x", description: "b" }] })); await afterEach();
+    await attempt("empty_question", () => s.score({ id: "c", question: " ", options: opt(2) })); await afterEach();
+    await attempt("not_a_criterion", () => s.score({ id: "c" })); await afterEach();
+    await attempt("debias", () => s.score(good, { debias: "sometimes" })); await afterEach();
+    await attempt("too_long", () => e.prefill({ evidence: "word ".repeat(1100) })); await afterEach();
+    // Calls at once are queued: the same answers as one after another.
+    const together = await Promise.all([s.score(good), e.prefill({ evidence: "Another state." }), s.score(good, { debias: "cyclic" }), s.score(good)]);
+    out.queued = [together[0].probs[0].p === together[3].probs[0].p, typeof together[1].tokens, together[2].order_unstable !== undefined];
+    await together[1].dispose();
+    await s.dispose();
+    await attempt("disposed_state", () => s.score(good));
+    await attempt("disposed_twice", () => s.dispose());
+    const s2 = await e.prefill({ evidence: "Still usable." });
+    checks.push((await s2.score(good)).answer);
+    await s2.dispose();
+    out.checks = checks;
+    out.live = e.liveGpuTensors();
+    await e.dispose();
+    await attempt("disposed_engine", () => e.prefill({ evidence: "x" }));
+    return out;
+  }, { tiny: TINY });
+  const expect = {
+    size: /config \(.*\): \d+ bytes arrived; models.json says \d+/,
+    sha: /config \(.*\): sha256 [0-9a-f]{64} differs from models.json's 0{64}/,
+    slot_map: /slot_map.json/,
+    missing: /tokenizer \(.*tokenizer.json\): HTTP 404/,
+    backend: /backend: "cuda" is not one of/,
+    one_option: /options has 1 entries; at least 2 are required/,
+    "21_options": /options has 21 entries; at most 20 are allowed/,
+    duplicate_ids: /option id "x" appears more than once/,
+    empty_question: /question is empty/,
+    not_a_criterion: /criterion: .*missing field `question`/,
+    debias: /debias: "sometimes" is not "none" or "cyclic"/,
+    too_long: /evidence: \d+ tokens exceed the model's context of 1024 positions/,
+    disposed_state: /no such state/,
+    disposed_twice: /no such state/,
+    disposed_engine: /engine: disposed/,
+  };
+  for (const [k, re] of Object.entries(expect)) assert.match(r[k], re, `${k}: ${r[k]}`);
+  assert.deepEqual(r.queued, [true, "number", true]);
+  assert.equal(r.checks.length, 8);
+  assert.ok(r.checks.every((a) => a === r.checks[0]));
+  assert.equal(r.live, 0);
+});
+
+test("the GPU readout kernel equals the CPU readSlots in the browser (float32 and float16)", async () => {
+  const r = await inPage(async () => {
+    const { gpuReadoutSelfTest } = await import("/pkg/readout.js");
+    const V = 151936, rows = 3, cols = [362, 425, 356, 422, 151935, 0];
+    let x = 12345;
+    const rnd = () => ((x = (x * 1103515245 + 12345) >>> 0) / 2 ** 32) * 16 - 8;
+    const f32 = Float32Array.from({ length: rows * V }, rnd);
+    const f16bits = new Uint16Array(rows * V);
+    const dv = new DataView(new ArrayBuffer(4));
+    for (let i = 0; i < f16bits.length; i++) {
+      // float32 -> float16 bits (truncating the mantissa; inputs are in range)
+      dv.setFloat32(0, f32[i]);
+      const b = dv.getUint32(0), s = (b >>> 16) & 0x8000, e = ((b >>> 23) & 0xff) - 127 + 15, m = (b >>> 13) & 0x3ff;
+      f16bits[i] = e <= 0 ? s : s | (e << 10) | m;
+    }
+    return [await gpuReadoutSelfTest(f32, rows, V, cols, false), await gpuReadoutSelfTest(f16bits, rows, V, cols, true)];
+  });
+  for (const o of r) {
+    assert.match(o.adapter, /swiftshader/);
+    o.gpu.logits.forEach((v, i) => assert.equal(v, o.cpu.logits[i]));
+    assert.ok(Math.abs(o.gpu.logSumExp - o.cpu.logSumExp) <= 1e-5 * Math.abs(o.cpu.logSumExp), `${o.gpu.logSumExp} vs ${o.cpu.logSumExp}`);
+    assert.equal(o.gpu.bytesReadBack, (6 + 3) * 4);
+  }
+});
+
+test("WebGPU: 200 prefills leave liveGpuTensors where it started; a batch of 2 is refused by GroupQueryAttention and scoring goes on", async () => {
+  const r = await inPage(async ({ Engine }, { ORT_BASE, tiny }) => {
+    const e = await Engine.load(`/models/${tiny}/`, { backend: "webgpu", ortBase: ORT_BASE });
+    const start = e.liveGpuTensors();
+    const c = { id: "c", question: "Is the door open?", options: [{ id: "y", description: "Yes" }, { id: "n", description: "No" }] };
+    const peak = [];
+    let kept = null;
+    for (let i = 0; i < 200; i++) {
+      // Ten distinct texts: SwiftShader compiles shaders per input shape, seconds each.
+      const s = await e.prefill({ evidence: `Report ${i % 10}: the door of room ${i % 10} is ${i % 2 ? "open" : "shut"}.` });
+      peak.push(e.liveGpuTensors());
+      if (i === 0) kept = s; else await s.dispose();
+    }
+    const before = await kept.score(c);
+    let refusal = "accepted";
+    try {
+      await kept.runBatched([c, c]);
+    } catch (err) {
+      refusal = err.message;
+    }
+    const afterwards = await kept.score(c);
+    await kept.dispose();
+    const end = e.liveGpuTensors();
+    const info = e.info();
+    await e.dispose();
+    return { start, end, peak: Math.max(...peak), refusal, same: before.probs[0].p === afterwards.probs[0].p, info };
+  }, { tiny: TINY });
+  assert.equal(r.start, 0);
+  assert.equal(r.end, 0);
+  assert.equal(r.peak, 8, "two live states of 4 KV tensors at most");
+  assert.match(r.refusal, /GroupQueryAttention/);
+  assert.match(r.refusal, /batch_size must be 1 when sequence_length > 1 and past context is given/);
+  assert.ok(r.same, "the engine scores the same after the refused batch");
+});

@@ -1,0 +1,102 @@
+// The browser engine in a real headless Chromium (Debian's, driven by
+// playwright-core): WebGPU through SwiftShader (no shader-f16, so q4 graphs)
+// and the WASM backend, against the native engine on the same fixture.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { compare, fixture, harness, nativeDecisions, ORT_BASE, start, TINY } from "./lib.mjs";
+
+let ctx;
+let native;
+before(async () => {
+  ctx = await start();
+  native = nativeDecisions(TINY);
+});
+after(() => ctx?.close());
+
+/** Loads `source` on `backend` in a fresh page, scores `states`, returns decisions and info. */
+async function scoreStates(source, backend, states, extra = {}) {
+  const log = [];
+  const page = await harness(ctx, log);
+  try {
+    return await page.evaluate(
+      async ({ source, backend, states, ORT_BASE, extra }) => {
+        const { Engine } = window.readout;
+        const t0 = performance.now();
+        const engine = await Engine.load(source, { backend, ortBase: ORT_BASE, ...extra });
+        const loadMs = performance.now() - t0;
+        const decisions = [];
+        for (const s of states) {
+          const state = await engine.prefill(s);
+          for (const d of await state.scoreAll(s.criteria)) decisions.push([`${s.id}/${d.id}`, d]);
+          await state.dispose();
+        }
+        const info = engine.info();
+        const live = engine.liveGpuTensors();
+        await engine.dispose();
+        return { decisions, info, live, loadMs, scoreMs: performance.now() - t0 - loadMs };
+      },
+      { source, backend, states, ORT_BASE, extra },
+    );
+  } catch (e) {
+    throw new Error(`${e.message}\n${log.slice(-20).join("\n")}`);
+  } finally {
+    await page.close();
+  }
+}
+
+test("WASM backend: the tiny model gives the native engine's decisions on the whole fixture", async () => {
+  const states = fixture();
+  const r = await scoreStates(`/models/${TINY}/`, "wasm", states);
+  assert.equal(r.info.backend, "wasm");
+  assert.match(r.info.backend_reason, /WASM backend was asked for/);
+  assert.equal(r.info.cross_origin_isolated, true);
+  assert.equal(r.decisions.length, 89);
+  const { worst, changed } = compare(new Map(r.decisions), native);
+  console.log(`# WASM: 89 criteria, max |Δp| vs native ${worst.toExponential(2)}, load ${r.loadMs.toFixed(0)} ms, scoring ${r.scoreMs.toFixed(0)} ms`);
+  assert.deepEqual(changed, []);
+  assert.ok(worst <= 1e-3, `max |Δp| ${worst}`);
+  assert.equal(r.live, 0);
+});
+
+test("WebGPU backend (SwiftShader): the tiny model gives the native engine's decisions", async () => {
+  const states = fixture().slice(0, 3);
+  const r = await scoreStates(`/models/${TINY}/`, "webgpu", states);
+  assert.equal(r.info.backend, "webgpu");
+  assert.match(r.info.backend_reason, /swiftshader/);
+  assert.match(r.info.readout, /WGSL kernel/);
+  const { worst, changed } = compare(new Map(r.decisions), native);
+  console.log(`# WebGPU: ${r.decisions.length} criteria, max |Δp| vs native ${worst.toExponential(2)}, run limit ${r.info.run_limit}, bytes read back ${r.info.bytes_read_back}, load ${r.loadMs.toFixed(0)} ms, scoring ${r.scoreMs.toFixed(0)} ms`);
+  assert.deepEqual(changed, []);
+  assert.ok(worst <= 1e-3, `max |Δp| ${worst}`);
+  assert.equal(r.live, 0);
+});
+
+test("WebGPU: bytes read back per criterion, counted in the runtime, for stock, trimmed and pruned+trimmed graphs", async () => {
+  const page = await harness(ctx);
+  try {
+    const r = await page.evaluate(async ({ tiny, ORT_BASE }) => {
+      const { Engine } = window.readout;
+      const c = { id: "c", question: "Is the window open?", options: [{ id: "y", description: "Yes" }, { id: "n", description: "No" }, { id: "u", description: "Unknown" }] };
+      const out = {};
+      for (const v of ["", "-trimmed", "-trimmed-pruned"]) {
+        const e = await Engine.load(`/models/${tiny}${v}/`, { backend: "webgpu", ortBase: ORT_BASE });
+        const s = await e.prefill({ evidence: "The window in the kitchen was left open overnight." });
+        const before = e.bytesReadBack();
+        const d = await s.score(c);
+        out[v || "stock"] = { bytes: e.bytesReadBack() - before, p: d.probs.map((x) => x.p), readout: e.info().readout };
+        await s.dispose();
+        await e.dispose();
+      }
+      return out;
+    }, { tiny: TINY, ORT_BASE });
+    console.log(`# WebGPU bytes read back per 3-option criterion: stock ${r.stock.bytes}, trimmed ${r["-trimmed"].bytes}, pruned+trimmed ${r["-trimmed-pruned"].bytes}`);
+    for (const v of Object.values(r)) {
+      assert.equal(v.bytes, (3 + 3) * 4, JSON.stringify(v));
+      assert.match(v.readout, /WGSL kernel/);
+    }
+    // The three graphs give the same decision (trim within 8 ulp, prune exact).
+    for (const v of ["-trimmed", "-trimmed-pruned"]) r[v].p.forEach((p, i) => assert.ok(Math.abs(p - r.stock.p[i]) < 1e-5, `${v}: ${p} vs ${r.stock.p[i]}`));
+  } finally {
+    await page.close();
+  }
+});
