@@ -14,7 +14,7 @@ bash scripts/setup.sh --python
 cargo build --locked --release --bin readout
 readout=target/release/readout
 
-for base in smollm2-135m-instruct-q4f16 smollm2-135m-instruct-q4 qwen3-0.6b-shape-q4f16 qwen3-0.6b-shape-q4; do
+for base in smollm2-135m-instruct-q4f16 smollm2-135m-instruct-q4 smollm2-135m-instruct-fp32 qwen3-0.6b-shape-q4f16 qwen3-0.6b-shape-q4; do
   if [ ! -f "models/$base-trimmed/model.onnx" ]; then
     "$readout" trim "models/$base" -o "models/$base-trimmed" >/dev/null
   fi
