@@ -26,6 +26,7 @@ tiny=models/qwen3-tiny-random-q4
 "$readout" catalog --models models -o models.json
 # Trimmed, so the proof's many shorter-run trials read one row each.
 .venv/bin/python scripts/broken_model.py "$tiny-trimmed" target/browser/broken-kv
+.venv/bin/python scripts/gqa_graph.py target/browser/gqa.onnx
 
 echo "[test] browser tests (headless Chromium)" >&2
 node --test --test-concurrency=1 tests/browser/
