@@ -27,6 +27,7 @@ tiny=models/qwen3-tiny-random-q4
 # Trimmed, so the proof's many shorter-run trials read one row each.
 .venv/bin/python scripts/broken_model.py "$tiny-trimmed" target/browser/broken-kv
 .venv/bin/python scripts/gqa_graph.py target/browser/gqa.onnx
+[ -f target/browser/tiny-hidden/model.onnx ] || "$readout" expose-hidden "$tiny" -o target/browser/tiny-hidden >/dev/null
 
 echo "[test] browser tests (headless Chromium)" >&2
 node --test --test-concurrency=1 tests/browser/

@@ -224,3 +224,22 @@ test("WebGPU: 200 prefills leave liveGpuTensors where it started; a batch of 2 i
   assert.match(r.refusal, /batch_size must be 1 when sequence_length > 1 and past context is given/);
   assert.ok(r.same, "the engine scores the same after the refused batch");
 });
+
+test("extract: the hidden state at each criterion's answer position, on a graph built with expose-hidden", async () => {
+  const r = await inPage(async ({ Engine }, { ORT_BASE }) => {
+    const e = await Engine.load("/target/browser/tiny-hidden/", { backend: "wasm", ortBase: ORT_BASE });
+    const s = await e.prefill({ evidence: "The kettle is on the stove and the water is boiling." });
+    const c = (q) => ({ id: q, question: q, options: [{ id: "y", description: "Yes" }, { id: "n", description: "No" }] });
+    const hs = await s.extract([c("Is the water boiling?"), c("Is the kettle cold?")]);
+    const d = await s.score(c("Is the water boiling?"));
+    const info = e.info();
+    await s.dispose();
+    await e.dispose();
+    return { lens: hs.map((h) => h.length), finite: hs.every((h) => h.every(Number.isFinite)), differ: hs[0].some((v, i) => v !== hs[1][i]), extraction: info.proof.extraction_max_abs_diff, hidden: info.config.hidden_size, p: d.probs[0].p };
+  });
+  assert.deepEqual(r.lens, [r.hidden, r.hidden]);
+  assert.ok(r.finite && r.differ);
+  // Proven at load in the browser: hidden · head rows reproduces the returned logits.
+  assert.ok(r.extraction !== null && r.extraction < 0.05, `extraction proof: ${r.extraction}`);
+  assert.ok(r.p > 0 && r.p < 1);
+});
