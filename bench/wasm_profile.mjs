@@ -1,0 +1,75 @@
+// Where the WASM backend's time goes: Chromium's sampling profiler (CDP
+// Profiler domain) over onnxruntime-web's WASM build while it runs
+// `runs` one-token suffix steps on a 64-token past; self time aggregated by
+// function (onnxruntime-web's .wasm keeps its function names).
+// Writes bench/results/<date>-wasm-profile-<model>.json.
+//   node bench/wasm_profile.mjs <model dir> [--runs 5] [--threads 2]
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { harness, ORT_BASE, ROOT, start } from "../tests/browser/lib.mjs";
+
+const args = process.argv.slice(2);
+const opt = (k, d) => {
+  const i = args.indexOf(k);
+  return i < 0 ? d : Number(args.splice(i, 2)[1]);
+};
+const runs = opt("--runs", 5);
+const threads = opt("--threads", 2);
+const [dir] = args;
+const ctx = await start();
+const page = await harness(ctx);
+await page.evaluate(async ({ dir, threads, ORT_BASE }) => {
+  const ort = await import("onnxruntime-web");
+  ort.env.wasm.wasmPaths = ORT_BASE;
+  ort.env.wasm.numThreads = threads;
+  const get = async (f) => new Uint8Array(await (await fetch(`/models/${dir}/${f}`)).arrayBuffer());
+  const config = JSON.parse(new TextDecoder().decode(await get("config.json")));
+  const s = await ort.InferenceSession.create(await get("model.onnx"), { executionProviders: ["wasm"], externalData: [{ path: "model.onnx.data", data: await get("model.onnx.data") }] });
+  const layers = config.num_hidden_layers, kvh = config.num_key_value_heads;
+  const hd = config.head_dim ?? config.hidden_size / config.num_attention_heads;
+  const kvType = s.inputMetadata.find((m) => m.name === "past_key_values.0.key").type;
+  const feeds = (n, past, pastLen) => {
+    const f = { input_ids: new ort.Tensor("int64", BigInt64Array.from({ length: n }, (_, i) => BigInt(300 + i * 7)), [1, n]), attention_mask: new ort.Tensor("int64", new BigInt64Array(pastLen + n).fill(1n), [1, pastLen + n]) };
+    for (let l = 0; l < layers; l++) for (const kv of ["key", "value"]) f[`past_key_values.${l}.${kv}`] = past ? past[`present.${l}.${kv}`] : new ort.Tensor(kvType, kvType === "float16" ? new Uint16Array(0) : new Float32Array(0), [1, kvh, 0, hd]);
+    return f;
+  };
+  const names = [];
+  for (let l = 0; l < layers; l++) names.push(`present.${l}.key`, `present.${l}.value`);
+  const past = await s.run(feeds(64, null, 0), names);
+  await s.run(feeds(1, past, 64), ["logits"]);
+  window.step = () => s.run(feeds(1, past, 64), ["logits"]);
+}, { dir, threads, ORT_BASE });
+const cdp = await page.context().newCDPSession(page);
+await cdp.send("Profiler.enable");
+await cdp.send("Profiler.setSamplingInterval", { interval: 200 });
+await cdp.send("Profiler.start");
+const ms = await page.evaluate(async (runs) => {
+  const t = performance.now();
+  for (let i = 0; i < runs; i++) await window.step();
+  return (performance.now() - t) / runs;
+}, runs);
+const { profile } = await cdp.send("Profiler.stop");
+await ctx.close();
+// Self time per function name (main thread only: the workers' share is
+// counted in the run time, not in these samples).
+const dt = {};
+const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+profile.samples.forEach((id, i) => {
+  const n = byId.get(id);
+  const name = n.callFrame.functionName || `(${n.callFrame.url.split("/").pop() || "program"})`;
+  dt[name] = (dt[name] ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000;
+});
+const total = Object.values(dt).reduce((a, b) => a + b, 0);
+const top = Object.entries(dt).sort((a, b) => b[1] - a[1]).slice(0, 12);
+const doc = {
+  what: "Chromium sampling profiler (main thread) over onnxruntime-web 1.30's WASM backend, one-token steps on a 64-token past; self time per function, percent of samples. The .wasm has no name section, so functions are named by index; compare two models' profiles to attribute them.",
+  dir,
+  threads,
+  runs,
+  ms_per_run: +ms.toFixed(1),
+  sampled_ms: +total.toFixed(0),
+  top: top.map(([k, v]) => [k, +((v / total) * 100).toFixed(1)]),
+};
+const out = join(ROOT, "bench/results", `${new Date().toISOString().slice(0, 10)}-wasm-profile-${dir}.json`);
+writeFileSync(out, JSON.stringify(doc, null, 2) + "\n");
+console.log(JSON.stringify(doc, null, 1));
