@@ -83,7 +83,8 @@ struct Shared {
     engine: Mutex<Option<CoreEngine<WebRuntime>>>,
     report: LoadReport,
     live: Rc<Cell<usize>>,
-    /// Snapshot for the synchronous `info()`, refreshed after every call.
+    /// The engine's report at load, for the synchronous `info()` (it does not
+    /// change afterwards; the counters beside it do).
     info: std::cell::RefCell<Option<EngineInfo>>,
     read_back: Cell<u64>,
 }
@@ -137,17 +138,30 @@ fn now() -> f64 {
     get(&perf, "now").dyn_into::<Function>().ok().and_then(|f| f.call0(&perf).ok()).and_then(|v| v.as_f64()).unwrap_or_else(js_sys::Date::now)
 }
 
-fn score_options(v: &JsValue, pruned: bool) -> Result<ScoreOptions, JsValue> {
-    if v.is_undefined() || v.is_null() {
-        return Ok(ScoreOptions { debias: Debias::None, allowed_mass: !pruned });
+/// `{debias, allowedMass}` as given; an unset `allowedMass` means "when the
+/// head is unpruned", which only the engine knows.
+struct JsScoreOptions {
+    debias: Debias,
+    allowed_mass: Option<bool>,
+}
+
+impl JsScoreOptions {
+    fn parse(v: &JsValue) -> Result<Self, JsValue> {
+        if v.is_undefined() || v.is_null() {
+            return Ok(Self { debias: Debias::None, allowed_mass: None });
+        }
+        let debias = match get(v, "debias").as_string().as_deref() {
+            None | Some("none") => Debias::None,
+            Some("cyclic") => Debias::Cyclic,
+            Some(other) => return Err(js_err(format!("debias: {other:?} is not \"none\" or \"cyclic\""))),
+        };
+        let am = get(v, "allowedMass");
+        Ok(Self { debias, allowed_mass: (!am.is_undefined()).then(|| am.is_truthy()) })
     }
-    let debias = match get(v, "debias").as_string().as_deref() {
-        None | Some("none") => Debias::None,
-        Some("cyclic") => Debias::Cyclic,
-        Some(other) => return Err(js_err(format!("debias: {other:?} is not \"none\" or \"cyclic\""))),
-    };
-    let am = get(v, "allowedMass");
-    Ok(ScoreOptions { debias, allowed_mass: if am.is_undefined() { !pruned } else { am.is_truthy() } })
+
+    fn for_engine(&self, e: &CoreEngine<WebRuntime>) -> ScoreOptions {
+        ScoreOptions { debias: self.debias, allowed_mass: self.allowed_mass.unwrap_or(!e.is_pruned()) }
+    }
 }
 
 #[wasm_bindgen]
@@ -327,10 +341,8 @@ impl State {
         let (shared, id) = (self.shared.clone(), self.id);
         future_to_promise(async move {
             let c: Criterion = from_js(criterion, "criterion")?;
-            let d = shared.with(async |e| {
-                let opts = score_options(&options, e.is_pruned()).map_err(|v| crate::engine::EngineError::Proof(crate::runtime::web::ort::message(&v)))?;
-                e.score(id, &c, &opts).await
-            }).await?;
+            let o = JsScoreOptions::parse(&options)?;
+            let d = shared.with(async |e| e.score(id, &c, &o.for_engine(e)).await).await?;
             to_js(&d)
         })
     }
@@ -344,10 +356,8 @@ impl State {
         let (shared, id) = (self.shared.clone(), self.id);
         future_to_promise(async move {
             let cs: Vec<Criterion> = from_js(criteria, "criteria")?;
-            let d = shared.with(async |e| {
-                let opts = score_options(&options, e.is_pruned()).map_err(|v| crate::engine::EngineError::Proof(crate::runtime::web::ort::message(&v)))?;
-                e.score_all(id, &cs, &opts).await
-            }).await?;
+            let o = JsScoreOptions::parse(&options)?;
+            let d = shared.with(async |e| e.score_all(id, &cs, &o.for_engine(e)).await).await?;
             to_js(&d)
         })
     }

@@ -159,6 +159,8 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     disposed_engine: /engine: disposed/,
   };
   for (const [k, re] of Object.entries(expect)) assert.match(r[k], re, `${k}: ${r[k]}`);
+  // A bad option is the caller's input, not a failed load-time proof.
+  assert.doesNotMatch(r.debias, /load-time proof/);
   assert.deepEqual(r.queued, [true, "number", true]);
   assert.equal(r.checks.length, 8);
   assert.ok(r.checks.every((a) => a === r.checks[0]));

@@ -332,6 +332,14 @@ impl WebRuntime {
         Ok(logits)
     }
 
+    /// Downloads `last_hidden` from a run's outputs and disposes its tensor.
+    async fn take_hidden(&mut self, out: &Object) -> Result<Logits, RuntimeError> {
+        let t = Self::output(out, HIDDEN_OUTPUT)?;
+        let h = self.download(&t, HIDDEN_OUTPUT).await;
+        t.dispose();
+        h
+    }
+
     /// Takes the outputs of `names` as the new past, counting them live.
     fn keep_present(&self, out: &Object) -> Result<WebKv, RuntimeError> {
         let mut tensors = Vec::with_capacity(self.signature.past.len() * 2);
@@ -387,14 +395,7 @@ impl WebRuntime {
             ort::set(&fetches, HIDDEN_OUTPUT, &JsValue::NULL);
         }
         let out = self.run_fetch(step, past, &fetches).await.map_err(|e| RuntimeError::Run(format!("{e} (logits pre-allocated as {dims:?} on the shared device)")))?;
-        let hidden = if hidden_wanted {
-            let t = Self::output(&out, HIDDEN_OUTPUT)?;
-            let h = self.download(&t, HIDDEN_OUTPUT).await;
-            t.dispose();
-            Some(h?)
-        } else {
-            None
-        };
+        let hidden = if hidden_wanted { Some(self.take_hidden(&out).await?) } else { None };
         let cols: Vec<u32> = spec.columns.iter().map(|&c| c as u32).collect();
         let want_lse = spec.allowed_mass && matches!(spec.head, HeadColumns::Vocab { .. });
         let gpu = self.gpu.as_ref().ok_or_else(|| RuntimeError::Gpu("no shared device".into()))?;
@@ -427,14 +428,7 @@ impl Runtime for WebRuntime {
         let lt = Self::output(&out, "logits")?;
         let logits = self.download(&lt, "logits").await;
         lt.dispose();
-        let hidden = if self.signature.exposes_hidden() {
-            let t = Self::output(&out, HIDDEN_OUTPUT)?;
-            let h = self.download(&t, HIDDEN_OUTPUT).await;
-            t.dispose();
-            Some(h?)
-        } else {
-            None
-        };
+        let hidden = if self.signature.exposes_hidden() { Some(self.take_hidden(&out).await?) } else { None };
         let present = if keep_present { Some(self.keep_present(&out)?) } else { None };
         match logits {
             Ok(logits) => Ok(RunOutput { logits, present, hidden }),
