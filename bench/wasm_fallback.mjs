@@ -8,13 +8,10 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
-import { harness, ORT_BASE, ROOT, start } from "../tests/browser/lib.mjs";
+import { harness, numberOption, ORT_BASE, ROOT, start } from "../tests/browser/lib.mjs";
 
 const args = process.argv.slice(2);
-const opt = (k, d) => {
-  const i = args.indexOf(k);
-  return i < 0 ? d : Number(args.splice(i, 2)[1]);
-};
+const opt = (k, d) => numberOption(args, k, d);
 const threads = opt("--threads", 2);
 const rounds = opt("--rounds", 5);
 const [name, ...models] = args;

@@ -6,13 +6,10 @@
 //   node bench/wasm_profile.mjs <model dir> [--runs 5] [--threads 2]
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { harness, ORT_BASE, ROOT, start } from "../tests/browser/lib.mjs";
+import { harness, numberOption, ORT_BASE, ROOT, start } from "../tests/browser/lib.mjs";
 
 const args = process.argv.slice(2);
-const opt = (k, d) => {
-  const i = args.indexOf(k);
-  return i < 0 ? d : Number(args.splice(i, 2)[1]);
-};
+const opt = (k, d) => numberOption(args, k, d);
 const runs = opt("--runs", 5);
 const threads = opt("--threads", 2);
 const [dir] = args;

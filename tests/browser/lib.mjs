@@ -63,3 +63,9 @@ export function compare(browser, native) {
   }
   return { worst, changed };
 }
+
+/** Removes `--key N` from `args` and returns N as a number (or `fallback`). */
+export function numberOption(args, key, fallback) {
+  const i = args.indexOf(key);
+  return i < 0 ? fallback : Number(args.splice(i, 2)[1]);
+}
