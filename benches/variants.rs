@@ -11,6 +11,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use readout::cli::host::{machine, today};
+use readout::core::sweep::median;
 use readout::core::fixture::{Criterion, OptionSpec, StateSpec};
 use readout::core::prompt::{render_head, render_suffix};
 use readout::core::tokenizer::TextTokenizer;
@@ -23,31 +25,6 @@ use serde_json::json;
 const WORDS: &str = "the harbour office keeps a ledger of every ship that docks and on each morning the clerk writes \
 the name of the vessel the port it came from the cargo it carries the weight in tonnes and the time it tied up at the quay \
 while the pilots report the weather the tide and any delay so that the harbour master can plan the berths for the day";
-
-fn machine() -> serde_json::Value {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
-        .unwrap_or_default();
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
-    let mem = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| s.lines().next().map(str::to_string)).unwrap_or_default();
-    json!({"cpu": cpu, "cores": cores, "memory": mem, "os": std::env::consts::OS, "arch": std::env::consts::ARCH})
-}
-
-/// Days since 1970-01-01 to a civil date (proleptic Gregorian).
-fn today() -> String {
-    let days = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs() / 86400).unwrap_or(0) as i64;
-    let z = days + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z - era * 146097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    format!("{y:04}-{m:02}-{d:02}")
-}
 
 /// Evidence whose head is as close to `target` tokens as words allow (never over).
 fn evidence_for(tok: &TextTokenizer, target: usize) -> (String, usize) {
@@ -92,13 +69,6 @@ fn criterion_for(tok: &TextTokenizer, target: usize) -> (Criterion, usize) {
         }
     }
     best.expect("a criterion fits")
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    let n = s.len();
-    if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 }
 }
 
 struct Variant {

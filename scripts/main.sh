@@ -1,29 +1,42 @@
 #!/usr/bin/env bash
 # The main job, on a fresh machine of this kind: installs everything, builds
-# every model (tiny, SmolLM2-135M-Instruct q4f16/q4, Qwen3-0.6B-shaped
-# q4f16/q4) and their -trimmed and -trimmed-pruned variants (each verified
-# against its stock model by the readout CLI), writes models.json, and scores
-# the bundled example state on the default model, checked against one
-# uncached forward per criterion.
-#   MODEL=<id> scripts/main.sh   to score on another models.json entry
+# the npm package (pkg/) and the default model (SmolLM2-135M-Instruct: q4f16,
+# q4 and fp32, each with its -trimmed and -trimmed-pruned variants, verified
+# against the stock graph by the readout CLI), writes models.json, checks the
+# bundled example state natively against one uncached forward per criterion,
+# then serves the demo page (www/) and prints its URL.
+#
+#   bash scripts/main.sh              serve the demo on http://127.0.0.1:8000/www/
+#   bash scripts/main.sh --headless   drive headless Chromium through the demo on
+#                                     examples/state.json and print the decisions
+#   MODEL=<models.json id> bash scripts/main.sh [--headless]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+headless=0
+for a in "$@"; do
+  case "$a" in
+    --headless) headless=1 ;;
+    *) echo "main.sh: unknown argument $a (only --headless)" >&2; exit 2 ;;
+  esac
+done
+
 bash scripts/setup.sh --python
-.venv/bin/python scripts/build_models.py all
+.venv/bin/python scripts/build_models.py smollm2
 cargo build --locked --release --bin readout
 readout=target/release/readout
-
-for base in smollm2-135m-instruct-q4f16 smollm2-135m-instruct-q4 smollm2-135m-instruct-fp32 qwen3-0.6b-shape-q4f16 qwen3-0.6b-shape-q4; do
-  if [ ! -f "models/$base-trimmed/model.onnx" ]; then
-    "$readout" trim "models/$base" -o "models/$base-trimmed" >/dev/null
-  fi
-  if [ ! -f "models/$base-trimmed-pruned/model.onnx" ]; then
-    "$readout" prune "models/$base-trimmed" --letters ABCDEFGHIJKLMNOPQRST -o "models/$base-trimmed-pruned" >/dev/null
-  fi
+for base in smollm2-135m-instruct-q4f16 smollm2-135m-instruct-q4 smollm2-135m-instruct-fp32; do
+  [ -f "models/$base-trimmed/model.onnx" ] || "$readout" trim "models/$base" -o "models/$base-trimmed" >/dev/null
+  [ -f "models/$base-trimmed-pruned/model.onnx" ] || "$readout" prune "models/$base-trimmed" --letters ABCDEFGHIJKLMNOPQRST -o "models/$base-trimmed-pruned" >/dev/null
 done
 "$readout" catalog --models models -o models.json
+bash scripts/build_pkg.sh
 
-model="${MODEL:-smollm2-135m-instruct-q4-trimmed-pruned}"
-echo "[main] readout score --model models.json#$model --state examples/state.json --check" >&2
-"$readout" score --model "models.json#$model" --state examples/state.json --check
+model="${MODEL:-smollm2-135m-instruct-q4f16-trimmed-pruned}"
+echo "[main] native check: readout score --model models.json#$model --state examples/state.json --check" >&2
+"$readout" score --model "models.json#$model" --state examples/state.json --check >/dev/null
+
+if [ "$headless" = 1 ]; then
+  exec node scripts/demo.mjs --headless --model "$model"
+fi
+exec node scripts/demo.mjs --model "$model"

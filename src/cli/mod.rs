@@ -1,8 +1,10 @@
 //! The native `readout` command line.
 
 mod evaluate;
+pub mod host;
 mod score;
 mod surgery;
+mod sweep;
 
 use std::path::PathBuf;
 
@@ -121,6 +123,26 @@ enum Command {
         #[arg(short, long)]
         out: PathBuf,
     },
+    /// The logit_cost sweep on native ONNX Runtime: one fixed prefix, then suffixes of each length (DESIGN §11).
+    Sweep {
+        /// Model directories (or models.json#id), swept one after another.
+        #[arg(long, required = true)]
+        model: Vec<PathBuf>,
+        #[arg(long, default_value_t = crate::core::sweep::PREFIX_TOKENS)]
+        prefix: usize,
+        #[arg(long, value_delimiter = ',', default_value = "1,8,16,32,64,96")]
+        lengths: Vec<usize>,
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+        #[arg(long, default_value_t = 1)]
+        warmup: usize,
+        /// Letters read per run (an n-option criterion).
+        #[arg(long, default_value_t = 4)]
+        options: usize,
+        /// Where to write the JSON (default: stdout).
+        #[arg(short, long)]
+        out: Option<PathBuf>,
+    },
     /// Write models.json from the built model directories (sizes and sha256 measured from disk).
     Catalog {
         #[arg(long, default_value = "models")]
@@ -147,6 +169,9 @@ pub fn main() -> std::process::ExitCode {
         }
         Command::ExposeHidden { model, out } => surgery::apply(&model, &out, crate::export::commands::Op::ExposeHidden),
         Command::Catalog { models, out } => surgery::catalog(&models, &out),
+        Command::Sweep { model, prefix, lengths, runs, warmup, options, out } => {
+            sweep::run(&sweep::SweepArgs { models: model, prefix, lengths, runs, warmup, options, out }, &opts)
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod prompt;
 pub mod readout;
 pub mod slot_map;
+pub mod sweep;
 pub mod tokenizer;
 
 pub use error::CoreError;

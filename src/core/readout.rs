@@ -22,7 +22,7 @@ impl HeadColumns {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct SlotReadout {
     /// The gathered logits, in the order of `columns`.
     pub logits: Vec<f32>,

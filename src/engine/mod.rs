@@ -22,6 +22,7 @@ use crate::core::decision::Decision;
 use crate::core::fixture::{Criterion, StateSpec};
 use crate::core::head_rows::HeadRows;
 use crate::core::prompt::{render_head, render_suffix};
+use crate::core::readout::SlotReadout;
 use crate::core::slot_map::SlotMap;
 use crate::core::tokenizer::TextTokenizer;
 use crate::core::CoreError;
@@ -169,6 +170,46 @@ impl<R: Runtime> Engine<R> {
         self.next_state += 1;
         self.states.insert(id, LiveState { kv, head_ids });
         Ok(id)
+    }
+
+    /// Prefills raw token ids (no prompt rendering): the benchmark's fixed
+    /// prefix, so every runner feeds identical ids.
+    pub async fn prefill_ids(&mut self, ids: &[u32]) -> Result<StateId, EngineError> {
+        if ids.is_empty() {
+            return Err(CoreError::EmptyField { criterion: "prefill".into(), field: "ids" }.into());
+        }
+        self.check_context("ids", ids.len())?;
+        let kv = chunk::extend(&mut self.runtime, self.proof.convention, self.proof.run_limit, None, ids).await?;
+        let id = StateId(self.next_state);
+        self.next_state += 1;
+        self.states.insert(id, LiveState { kv, head_ids: ids.to_vec() });
+        Ok(id)
+    }
+
+    /// The readout of the first `options` letters after the state's past and
+    /// raw `ids`: exactly the run a criterion of that many suffix tokens costs
+    /// (same chunking, same readout path), without the prompt around it.
+    pub async fn read_ids(&mut self, id: StateId, ids: &[u32], options: usize, allowed_mass: bool) -> Result<SlotReadout, EngineError> {
+        if options < 2 {
+            return Err(CoreError::TooFewOptions { criterion: "sweep".into(), count: options }.into());
+        }
+        if options > 20 {
+            return Err(CoreError::TooManyOptions { criterion: "sweep".into(), count: options }.into());
+        }
+        if ids.is_empty() {
+            return Err(CoreError::EmptyField { criterion: "sweep".into(), field: "ids" }.into());
+        }
+        let columns = self.plan.columns_for("sweep", options)?;
+        let state = self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?;
+        let total = state.head_ids.len() + ids.len();
+        if total > self.config.max_positions {
+            return Err(CoreError::ContextOverflow { field: "ids", tokens: total, limit: self.config.max_positions }.into());
+        }
+        let head = self.plan.head.clone();
+        let spec = ReadSpec { head: &head, columns: &columns, allowed_mass: allowed_mass && !self.is_pruned() };
+        let (conv, limit) = (self.proof.convention, self.proof.run_limit);
+        let (read, _) = chunk::read(&mut self.runtime, conv, limit, Some(&state.kv), ids, &spec).await?;
+        Ok(read.slots)
     }
 
     /// Releases a state's KV. Disposing twice is an error that names the state.

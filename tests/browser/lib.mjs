@@ -3,8 +3,8 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { serve, ROOT } from "./serve.mjs";
-import { launch } from "./chromium.mjs";
+import { serve, ROOT } from "../../scripts/serve.mjs";
+import { launch } from "../../scripts/chromium.mjs";
 
 export { ROOT };
 export const ORT_BASE = "/node_modules/onnxruntime-web/dist/";

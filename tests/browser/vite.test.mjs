@@ -6,8 +6,8 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { cpSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { serve } from "./serve.mjs";
-import { launch } from "./chromium.mjs";
+import { serve } from "../../scripts/serve.mjs";
+import { launch } from "../../scripts/chromium.mjs";
 import { OUT, ROOT, TINY } from "./lib.mjs";
 
 test("pkg/ installed into a scratch Vite app builds and scores", async () => {

@@ -1,13 +1,13 @@
 // A static server for the browser pages and tests: the repository root,
 // with the headers that make a page cross-origin isolated (COOP/COEP), so
 // onnxruntime-web's WASM backend can use threads.
-//   node tests/browser/serve.mjs [port]      (prints the URL)
+//   node scripts/serve.mjs [port]      (prints the URL)
 import { createServer } from "node:http";
 import { createReadStream, statSync } from "node:fs";
 import { extname, join, normalize, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
+export const ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 
 const TYPES = {
   ".html": "text/html; charset=utf-8",

@@ -1,0 +1,126 @@
+// Serves the demo page (www/) with the COOP/COEP headers the WASM backend's
+// threads need, and prints its URL; with --headless, drives Debian's Chromium
+// through the page on the bundled example state and prints the decisions.
+//
+//   node scripts/demo.mjs [--port 8000]
+//   node scripts/demo.mjs --headless [--model ID] [--backend auto|webgpu|wasm]
+//                         [--screenshot FILE] [--json FILE] [--timeout-s 1200]
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { serve } from "./serve.mjs";
+import { launch } from "./chromium.mjs";
+
+/** Drives the demo page headless: load, run the example, read the decision table. */
+export async function driveDemo({ model, backend = "auto", screenshot, timeout = 1_200_000, log = (l) => console.error(l) } = {}) {
+  const server = await serve(0);
+  const query = new URLSearchParams({ ...(model ? { model } : {}), backend });
+  const url = `http://127.0.0.1:${server.address().port}/www/?${query}`;
+  const tail = [];
+  const browser = await launch({ webgpu: true });
+  try {
+    const page = await browser.newPage({ viewport: { width: 1180, height: 900 } });
+    page.on("console", (m) => tail.push(m.text()));
+    page.on("pageerror", (e) => tail.push(`pageerror: ${e.message}`));
+    log(`[demo] ${url}`);
+    await page.goto(url);
+    // Loading shows bytes of bytes; echo it so a long download is visible.
+    let last = "";
+    const tick = setInterval(async () => {
+      const t = await page.locator("#progress .label").textContent().catch(() => "");
+      const s = await page.locator("#status").textContent().catch(() => "");
+      const line = `${s} ${t}`.trim();
+      if (line && line !== last) log(`[demo] ${line}`);
+      last = line;
+    }, 2000);
+    try {
+      await page.waitForFunction(() => ["ready", "error"].includes(document.getElementById("status").dataset.state), null, { timeout });
+      if (await page.locator("#status").getAttribute("data-state") === "error") {
+        throw new Error((await page.locator("#load-error").textContent()) || "the page reported an error");
+      }
+      log(`[demo] ${await page.locator("#badge").textContent()}`);
+      log(`[demo] ${await page.locator("#model-info").textContent()}`);
+      await page.click("#run");
+      await page.waitForFunction(() => ["done", "error"].includes(document.getElementById("status").dataset.state), null, { timeout });
+    } finally {
+      clearInterval(tick);
+    }
+    const result = await page.evaluate(() => ({
+      backend: document.getElementById("badge").dataset.backend,
+      badge: document.getElementById("badge").textContent,
+      info: document.getElementById("model-info").textContent,
+      summary: document.getElementById("summary").textContent,
+      error: document.getElementById("state-error").textContent,
+      decisions: [...document.querySelectorAll("#decisions tbody tr")].map((tr) => ({
+        id: tr.dataset.criterion,
+        answer: tr.dataset.answer ?? null,
+        probs: tr.dataset.probs ? JSON.parse(tr.dataset.probs) : null,
+        margin: Number(tr.querySelector(".margin")?.textContent ?? NaN),
+        ms: Number(tr.querySelector(".ms")?.textContent ?? NaN),
+        error: tr.dataset.error ? tr.querySelector(".error").textContent : null,
+      })),
+    }));
+    if (screenshot) {
+      mkdirSync(dirname(resolve(screenshot)), { recursive: true });
+      await page.screenshot({ path: screenshot, fullPage: true });
+      log(`[demo] screenshot ${screenshot}`);
+    }
+    if (result.error) throw new Error(result.error);
+    return result;
+  } catch (e) {
+    e.message += `\n${tail.slice(-20).join("\n")}`;
+    throw e;
+  } finally {
+    await browser.close();
+    server.close();
+  }
+}
+
+async function main() {
+  const args = process.argv.slice(2);
+  const flag = (k) => {
+    const i = args.indexOf(k);
+    return i < 0 ? false : (args.splice(i, 1), true);
+  };
+  const value = (k, d) => {
+    const i = args.indexOf(k);
+    return i < 0 ? d : args.splice(i, 2)[1];
+  };
+  const headless = flag("--headless");
+  const port = Number(value("--port", headless ? 0 : 8000));
+  const model = value("--model", undefined);
+  const backend = value("--backend", "auto");
+  const screenshot = value("--screenshot", undefined);
+  const jsonOut = value("--json", undefined);
+  const timeout = Number(value("--timeout-s", 1200)) * 1000;
+  if (args.length) {
+    console.error(`demo: unknown arguments ${args.join(" ")}`);
+    process.exit(2);
+  }
+
+  if (!headless) {
+    const server = await serve(port);
+    const query = new URLSearchParams({ ...(model ? { model } : {}), backend });
+    console.log(`readout demo: http://127.0.0.1:${server.address().port}/www/?${query}`);
+    console.log("(Ctrl-C to stop)");
+    return;
+  }
+  try {
+    const result = await driveDemo({ model, backend, screenshot, timeout });
+    for (const d of result.decisions) {
+      const probs = d.probs ? d.probs.map((p) => p.toFixed(3)).join(" ") : d.error;
+      console.log(`${d.id.padEnd(12)} ${String(d.answer).padEnd(12)} ${probs}  (${d.ms} ms)`);
+    }
+    console.log(result.summary);
+    if (jsonOut) {
+      mkdirSync(dirname(resolve(jsonOut)), { recursive: true });
+      writeFileSync(jsonOut, JSON.stringify(result, null, 2) + "\n");
+    }
+    if (result.decisions.some((d) => d.error)) process.exitCode = 1;
+  } catch (e) {
+    console.error(`[demo] failed: ${e.message}`);
+    process.exitCode = 1;
+  }
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) await main();

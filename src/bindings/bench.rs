@@ -1,0 +1,107 @@
+//! What the benchmark page (`bench/`) needs beyond the product API: the
+//! sweep's ids and statistics from `core::sweep` (the same code the native
+//! `readout sweep` runs), and the readout alone on a resident logits buffer.
+//! Converts only; the timing is the page's.
+
+use js_sys::{Array, Uint32Array};
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+use super::{js_err, to_js};
+use crate::core::logits::Logits;
+use crate::core::readout::{read_slots, HeadColumns};
+
+/// `ms = fixed + perToken × n` by least squares: `{fixed_ms, per_token_ms, r2}`, or `undefined` on fewer than two distinct lengths.
+#[wasm_bindgen(js_name = linearFit)]
+pub fn linear_fit(xs: Vec<f64>, ys: Vec<f64>) -> Result<JsValue, JsValue> {
+    match crate::core::sweep::fit(&xs, &ys) {
+        Some(f) => to_js(&f),
+        None => Ok(JsValue::UNDEFINED),
+    }
+}
+
+#[wasm_bindgen]
+pub fn median(xs: Vec<f64>) -> f64 {
+    crate::core::sweep::median(&xs)
+}
+
+pub(super) fn ids_to_js(prefix: &[u32], suffixes: &[Vec<u32>]) -> JsValue {
+    let o = js_sys::Object::new();
+    crate::runtime::web::ort::set(&o, "prefix", &Uint32Array::from(prefix).into());
+    let s: Array = suffixes.iter().map(|v| JsValue::from(Uint32Array::from(v.as_slice()))).collect();
+    crate::runtime::web::ort::set(&o, "suffixes", &s.into());
+    o.into()
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct BenchRead {
+    logits: Vec<f32>,
+    log_sum_exp: f64,
+    allowed_mass: f64,
+}
+
+enum Where {
+    Gpu { gpu: crate::gpu::GpuReadout, buf: wgpu::Buffer },
+    Cpu(Logits),
+}
+
+/// The engine's readout alone, on one resident `[1, 1, width]` float16 row:
+/// the WGSL kernel on a buffer already on the GPU (`"gpu"`), or the core's
+/// readSlots in this module's memory (`"cpu"`). Each `run()` reads the
+/// letters' logits and the full-vocabulary log-sum-exp.
+#[wasm_bindgen]
+pub struct ReadoutBench {
+    at: Where,
+    width: usize,
+    columns: Vec<u32>,
+}
+
+#[wasm_bindgen]
+impl ReadoutBench {
+    pub async fn create(
+        #[wasm_bindgen(unchecked_param_type = "Uint16Array")] f16_bits: JsValue,
+        columns: Vec<u32>,
+        #[wasm_bindgen(unchecked_param_type = "\"gpu\" | \"cpu\"")] place: String,
+    ) -> Result<ReadoutBench, JsValue> {
+        let bits: Vec<u16> = f16_bits.dyn_into::<js_sys::Uint16Array>().map_err(|_| js_err("values: a Uint16Array of float16 bits"))?.to_vec();
+        let width = bits.len();
+        if width == 0 {
+            return Err(js_err("values: empty"));
+        }
+        if let Some(c) = columns.iter().find(|&&c| c as usize >= width) {
+            return Err(js_err(format!("columns: {c} is outside the {width} values")));
+        }
+        let at = match place.as_str() {
+            "gpu" => {
+                let dev = crate::gpu::web::request_shared_device().await.map_err(js_err)?;
+                let gpu = crate::gpu::GpuReadout::new(dev.device, dev.queue).await.map_err(js_err)?;
+                let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
+                let buf = gpu.upload(&bytes);
+                Where::Gpu { gpu, buf }
+            }
+            "cpu" => Where::Cpu(Logits::f16(vec![1, 1, width], bits.iter().map(|&b| half::f16::from_bits(b)).collect())),
+            other => return Err(js_err(format!("place: {other:?} is not \"gpu\" or \"cpu\""))),
+        };
+        Ok(ReadoutBench { at, width, columns })
+    }
+
+    pub async fn run(&self) -> Result<JsValue, JsValue> {
+        let (logits, lse) = match &self.at {
+            Where::Gpu { gpu, buf } => {
+                let g = gpu.read(buf, [1, 1, self.width], true, &self.columns).await.map_err(js_err)?;
+                (g.logits, g.log_sum_exp)
+            }
+            Where::Cpu(l) => {
+                let cols: Vec<usize> = self.columns.iter().map(|&c| c as usize).collect();
+                // The engine's own WASM-side readout, allowedMass included.
+                let r = read_slots(l, &HeadColumns::Vocab { vocab: self.width }, &cols, true).map_err(js_err)?;
+                let mass = r.allowed_mass.unwrap_or(f64::NAN);
+                let letters = crate::core::readout::log_sum_exp(r.logits.iter().map(|&v| v as f64));
+                return to_js(&BenchRead { log_sum_exp: letters - mass.ln(), logits: r.logits, allowed_mass: mass });
+            }
+        };
+        let allowed_mass = logits.iter().map(|&v| (v as f64 - lse).exp()).sum();
+        to_js(&BenchRead { logits, log_sum_exp: lse, allowed_mass })
+    }
+}

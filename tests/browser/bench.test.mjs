@@ -1,0 +1,61 @@
+// The benchmark page at tiny size, through its runner: 2 lengths, 1 run.
+// Validates the JSON it writes and what it measured: the variants agree with
+// each other, with native ONNX Runtime and with transformers.js, and the
+// bytes read back are the logits each graph returns.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs, runBench } from "../../bench/run.mjs";
+import { OUT } from "./lib.mjs";
+
+const MODEL = "qwen3-tiny-random-fp32";
+const VOCAB = 151936;
+const KEPT_ROWS = 20;
+
+test("the benchmark page's JSON at tiny size", { timeout: 900_000 }, async () => {
+  const o = parseArgs(["--model", MODEL, "--backend", "wasm", "--lengths", "1,8", "--runs", "1", "--warmup", "0", "--threads", "2", "--bin", "target/debug/readout"]);
+  const r = await runBench(o, () => {});
+  writeFileSync(join(OUT, "bench-tiny.json"), JSON.stringify(r, null, 2));
+  assert.equal(r.benchmark, "logit_cost");
+  assert.deepEqual(r.lengths, [1, 8]);
+  assert.equal(r.prefix_tokens, 256);
+  assert.ok(r.cross_origin_isolated, "the page must be cross-origin isolated for threads");
+  assert.deepEqual(r.variants.map((v) => v.variant), ["stock", "trimmed", "pruned"]);
+  for (const v of r.variants) {
+    assert.equal(v.backend, "wasm");
+    assert.deepEqual(Object.keys(v.samples_ms), ["1", "8"]);
+    for (const s of Object.values(v.samples_ms)) assert.ok(s.length === 1 && s[0] > 0);
+    assert.ok(v.median_ms.every((m) => Number.isFinite(m) && m > 0));
+    assert.ok(Number.isFinite(v.fit.fixed_ms) && Number.isFinite(v.fit.per_token_ms) && Math.abs(v.fit.r2 - 1) < 1e-9, "two points fit exactly");
+    assert.ok(v.probs.every((p) => p.length === 4 && Math.abs(p.reduce((a, b) => a + b) - 1) < 1e-9));
+  }
+  const [stock, trimmed, pruned] = r.variants;
+  // Counted in the runtime: every row of float32 logits, the last one, the kept rows.
+  assert.deepEqual(stock.bytes_read_back, [1 * VOCAB * 4, 8 * VOCAB * 4]);
+  assert.deepEqual(trimmed.bytes_read_back, [VOCAB * 4, VOCAB * 4]);
+  assert.deepEqual(pruned.bytes_read_back, [KEPT_ROWS * 4, KEPT_ROWS * 4]);
+  const byWhat = Object.fromEntries(r.ratios.map((c) => [c.what, c]));
+  for (const what of ["trimmed vs stock", "pruned vs stock"]) {
+    assert.ok(byWhat[what].max_abs_dp <= 1e-5, `${what}: ${byWhat[what].max_abs_dp}`);
+    assert.ok(byWhat[what].per_length.every((x) => x > 0));
+  }
+  // transformers.js on the same ids, past and letters.
+  assert.ok(r.transformers, `transformers.js failed: ${r.transformers_error}`);
+  assert.equal(r.transformers.logits_dtype, "float32");
+  assert.deepEqual(r.transformers.median_ms.length, 2);
+  assert.ok(r.transformers.bytes_read_back[1] >= 8 * VOCAB * 4, "transformers.js downloads every row of logits");
+  assert.ok(byWhat["stock vs transformers.js"].max_abs_dp <= 1e-3);
+  // Native ONNX Runtime, same ids, in the same run.
+  assert.equal(r.native.variants.length, 3);
+  for (const v of ["stock", "trimmed", "pruned"]) {
+    const c = byWhat[`${v}: native vs browser wasm`];
+    assert.ok(c && c.max_abs_dp <= 1e-3, `${v} native vs browser: ${c?.max_abs_dp}`);
+  }
+  // allowedMass: the engine's readout against the JavaScript one on the same buffer.
+  assert.equal(r.allowed_mass.width, VOCAB);
+  assert.ok(r.allowed_mass.abs_diff_allowed_mass < 1e-9 && r.allowed_mass.abs_diff_log_sum_exp < 1e-6);
+  assert.ok(r.allowed_mass.javascript_over_engine > 0);
+  console.log(`# bench page at tiny size: pruned vs stock ${byWhat["pruned vs stock"].per_length.map((x) => x.toFixed(2)).join("/")}×, ` +
+    `stock vs transformers.js ${byWhat["stock vs transformers.js"].per_length.map((x) => x.toFixed(2)).join("/")}×, allowedMass JS/engine ${r.allowed_mass.javascript_over_engine.toFixed(2)}×`);
+});

@@ -1,0 +1,286 @@
+// The demo page: pick a model from models.json, paste evidence, write
+// criteria, see the decisions. All decisions come from the package; this file
+// only moves values between the page and the engine.
+//
+// Query parameters (for links and the headless driver): model=<models.json id>,
+// backend=auto|webgpu|wasm, autoload=0 to wait for the Load button.
+import init, { Engine } from "/pkg/readout.js";
+
+const ORT_BASE = "/node_modules/onnxruntime-web/dist/";
+const DEFAULT_MODEL = "smollm2-135m-instruct-q4f16-trimmed-pruned";
+const MIN_OPTIONS = 2;
+const MAX_OPTIONS = 20;
+const LETTERS = "ABCDEFGHIJKLMNOPQRST";
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+let engine = null;
+let loading = null;
+
+function show(el, text) {
+  el.textContent = text ?? "";
+  el.hidden = !text;
+}
+
+function mb(bytes) {
+  return `${(bytes / 1e6).toFixed(1)} MB`;
+}
+
+function setStatus(state, text) {
+  const s = $("status");
+  s.dataset.state = state;
+  s.textContent = text;
+}
+
+// ---- criteria editor -------------------------------------------------------
+
+function optionRow(list, opt = { id: "", description: "" }) {
+  const row = document.createElement("div");
+  row.className = "option";
+  row.innerHTML = `<span class="letter"></span><input class="opt-id" placeholder="id"><input class="opt-desc" placeholder="description"><button class="remove-option" title="remove this option">−</button>`;
+  row.querySelector(".opt-id").value = opt.id;
+  row.querySelector(".opt-desc").value = opt.description;
+  row.querySelector(".remove-option").onclick = () => {
+    row.remove();
+    relabel(list.closest(".criterion"));
+  };
+  list.append(row);
+}
+
+function relabel(card) {
+  const rows = [...card.querySelectorAll(".option")];
+  rows.forEach((r, i) => (r.querySelector(".letter").textContent = LETTERS[i] ?? "?"));
+  rows.forEach((r) => (r.querySelector(".remove-option").disabled = rows.length <= MIN_OPTIONS));
+  card.querySelector(".add-option").disabled = rows.length >= MAX_OPTIONS;
+  card.querySelector(".count").textContent = `${rows.length} options (${MIN_OPTIONS}–${MAX_OPTIONS})`;
+}
+
+function addCriterion(c = { id: "", question: "", options: [{ id: "yes", description: "Yes" }, { id: "no", description: "No" }] }) {
+  const card = document.createElement("div");
+  card.className = "criterion";
+  card.innerHTML = `<div class="head"><input class="crit-id" placeholder="id" style="max-width:120px"><input class="question" placeholder="question"><button class="remove-criterion" title="remove this criterion">✕</button></div>
+    <div class="options"></div>
+    <div class="row"><button class="add-option">+ option</button><span class="count muted"></span></div>`;
+  card.querySelector(".crit-id").value = c.id;
+  card.querySelector(".question").value = c.question;
+  card.dataset.answer = c.answer ?? "";
+  card.dataset.family = c.family ?? "";
+  const list = card.querySelector(".options");
+  for (const o of c.options) optionRow(list, o);
+  card.querySelector(".add-option").onclick = () => {
+    optionRow(list);
+    relabel(card);
+  };
+  card.querySelector(".remove-criterion").onclick = () => card.remove();
+  $("criteria").append(card);
+  relabel(card);
+}
+
+function readCriteria() {
+  return [...document.querySelectorAll(".criterion")].map((card, i) => ({
+    id: card.querySelector(".crit-id").value.trim() || `c${i + 1}`,
+    family: card.dataset.family || undefined,
+    question: card.querySelector(".question").value,
+    answer: card.dataset.answer || undefined,
+    options: [...card.querySelectorAll(".option")].map((r, j) => ({
+      id: r.querySelector(".opt-id").value.trim() || LETTERS[j],
+      description: r.querySelector(".opt-desc").value,
+    })),
+  }));
+}
+
+async function loadExample() {
+  const ex = await (await fetch("/examples/state.json")).json();
+  $("instruction").value = ex.instruction ?? "";
+  $("evidence").value = ex.evidence;
+  $("criteria").replaceChildren();
+  for (const c of ex.criteria) addCriterion(c);
+}
+
+// ---- model loading ---------------------------------------------------------
+
+async function fillModels() {
+  const catalog = await (await fetch("/models.json")).json();
+  const sel = $("model");
+  for (const m of catalog.models) {
+    const o = document.createElement("option");
+    o.value = m.id;
+    const size = m.files.reduce((a, f) => a + f.bytes, 0);
+    o.textContent = `${m.id} (${mb(size)})`;
+    sel.append(o);
+  }
+  const want = params.get("model") ?? DEFAULT_MODEL;
+  if (!catalog.models.some((m) => m.id === want)) throw new Error(`model: ${want} is not in models.json`);
+  sel.value = want;
+  $("backend").value = params.get("backend") ?? "auto";
+}
+
+async function load() {
+  const id = $("model").value;
+  const backend = $("backend").value;
+  $("run").disabled = true;
+  show($("load-error"), "");
+  $("badge").hidden = true;
+  const prev = engine;
+  engine = null;
+  if (prev) await prev.dispose();
+  const files = new Map();
+  const bar = $("progress");
+  bar.hidden = false;
+  const paint = () => {
+    let loaded = 0, total = 0;
+    for (const f of files.values()) {
+      loaded += f.loaded;
+      total += f.total;
+    }
+    bar.querySelector(".bar").style.width = total ? `${(100 * loaded) / total}%` : "0";
+    bar.querySelector(".label").textContent = `${mb(loaded)} of ${total ? mb(total) : "?"}`;
+  };
+  setStatus("loading", "loading the model and proving its conventions…");
+  const t0 = performance.now();
+  try {
+    const threads = self.crossOriginIsolated ? Math.min(navigator.hardwareConcurrency || 1, 4) : 1;
+    engine = await Engine.load(`/models.json#${id}`, {
+      backend,
+      ortBase: ORT_BASE,
+      threads,
+      onProgress: (p) => {
+        files.set(p.file, { loaded: p.loaded, total: p.total });
+        paint();
+      },
+    });
+    const info = engine.info();
+    const badge = $("badge");
+    badge.textContent = `${info.backend === "webgpu" ? "WebGPU" : "WASM"} · ${info.backend_reason}`;
+    badge.className = `badge ${info.backend}`;
+    badge.hidden = false;
+    badge.dataset.backend = info.backend;
+    $("model-info").textContent = `${info.model_id} loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s; ` +
+      `readout ${info.readout}; exact run length ${info.run_limit} tokens; ${threads} thread${threads > 1 ? "s" : ""}.`;
+    $("run").disabled = false;
+    setStatus("ready", "ready");
+  } catch (e) {
+    show($("load-error"), `Loading ${id} failed: ${e.message ?? e}`);
+    setStatus("error", "load failed");
+  } finally {
+    bar.hidden = true;
+  }
+}
+
+// ---- running ---------------------------------------------------------------
+
+function probBars(decision) {
+  const wrap = document.createElement("div");
+  for (const p of decision.probs) {
+    const row = document.createElement("div");
+    row.className = `pbar${p.id === decision.answer ? " win" : ""}`;
+    row.innerHTML = `<span class="name"></span><span class="track"><span class="fill" style="display:block"></span></span><span class="num"></span>`;
+    row.querySelector(".name").textContent = `${p.letter}. ${p.id}`;
+    row.querySelector(".fill").style.width = `${(100 * p.p).toFixed(1)}%`;
+    row.querySelector(".num").textContent = p.p.toFixed(3);
+    wrap.append(row);
+  }
+  return wrap;
+}
+
+function decisionRow(c, d) {
+  const tr = document.createElement("tr");
+  tr.dataset.criterion = c.id;
+  tr.innerHTML = `<td class="q"></td><td class="probs"></td><td class="answer"></td><td class="num margin"></td><td class="num mass"></td><td class="num ms"></td>`;
+  tr.querySelector(".q").textContent = c.question || c.id;
+  tr.dataset.answer = d.answer;
+  tr.dataset.probs = JSON.stringify(d.probs.map((p) => p.p));
+  tr.querySelector(".probs").append(probBars(d));
+  const ans = tr.querySelector(".answer");
+  ans.textContent = d.answer;
+  if (c.answer) {
+    const m = document.createElement("span");
+    m.className = `mark ${c.answer === d.answer ? "right" : "wrong"}`;
+    m.textContent = c.answer === d.answer ? "✓ expected" : `✗ expected ${c.answer}`;
+    ans.append(m);
+  }
+  if (d.order_unstable) {
+    const m = document.createElement("span");
+    m.className = "mark unstable";
+    m.title = "the argmax changed with the order of the options";
+    m.textContent = "order-unstable";
+    ans.append(m);
+  }
+  tr.querySelector(".margin").textContent = d.margin.toFixed(3);
+  tr.querySelector(".mass").textContent = d.allowed_mass == null ? "—" : (d.allowed_mass < 0.001 ? d.allowed_mass.toExponential(1) : d.allowed_mass.toFixed(3));
+  tr.querySelector(".ms").textContent = d.ms.toFixed(0);
+  return tr;
+}
+
+function errorRow(c, e) {
+  const tr = document.createElement("tr");
+  tr.dataset.criterion = c.id;
+  tr.dataset.error = "1";
+  tr.innerHTML = `<td class="q"></td><td colspan="5" class="error"></td>`;
+  tr.querySelector(".q").textContent = c.question || c.id;
+  tr.querySelector(".error").textContent = e.message ?? String(e);
+  return tr;
+}
+
+async function run() {
+  if (!engine) return;
+  $("run").disabled = true;
+  show($("state-error"), "");
+  const body = $("decisions").querySelector("tbody");
+  body.replaceChildren();
+  $("results-section").hidden = false;
+  $("summary").textContent = "";
+  const criteria = readCriteria();
+  const opts = { debias: $("debias").value };
+  let state;
+  try {
+    setStatus("running", "reading the evidence…");
+    const t0 = performance.now();
+    const instruction = $("instruction").value.trim();
+    state = await engine.prefill({ instruction: instruction || undefined, evidence: $("evidence").value });
+    const prefillMs = performance.now() - t0;
+    let done = 0;
+    let total = 0;
+    for (const c of criteria) {
+      setStatus("running", `criterion ${done + 1} of ${criteria.length}…`);
+      try {
+        const d = await state.score(c, opts);
+        body.append(decisionRow(c, d));
+        total += d.ms;
+      } catch (e) {
+        body.append(errorRow(c, e));
+      }
+      done++;
+    }
+    $("summary").textContent = `Evidence: ${state.tokens} tokens, read once in ${prefillMs.toFixed(0)} ms. ` +
+      `${criteria.length} criteria in ${total.toFixed(0)} ms (${(total / Math.max(criteria.length, 1)).toFixed(0)} ms each); ` +
+      `${engine.bytesReadBack().toLocaleString()} bytes read back since load.`;
+    setStatus("done", "done");
+  } catch (e) {
+    show($("state-error"), e.message ?? String(e));
+    setStatus("error", "the evidence was refused");
+  } finally {
+    if (state) await state.dispose();
+    $("run").disabled = false;
+  }
+}
+
+// ---- start -----------------------------------------------------------------
+
+$("add-criterion").onclick = () => addCriterion();
+$("example").onclick = () => loadExample();
+$("load").onclick = () => (loading = load());
+$("run").onclick = () => run();
+
+try {
+  await init();
+  await fillModels();
+  await loadExample();
+  if (params.get("autoload") !== "0") {
+    loading = load();
+    await loading;
+  }
+} catch (e) {
+  show($("load-error"), e.message ?? String(e));
+  setStatus("error", "start-up failed");
+}
