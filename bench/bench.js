@@ -62,6 +62,9 @@ function softmax(xs) {
 }
 
 const maxAbsDiff = (a, b) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i])), 0);
+/** The REFERENCE's typical criterion: 45 suffix tokens, read off each fitted line. */
+const TYPICAL = 45;
+const fitRatio = (slow, fast) => (slow && fast ? (slow.fixed_ms + slow.per_token_ms * TYPICAL) / (fast.fixed_ms + fast.per_token_ms * TYPICAL) : null);
 
 // ---- this engine ------------------------------------------------------------
 
@@ -272,6 +275,7 @@ function compare(cfg, variants, tjs) {
     ratios.push({
       what: `${v.variant} vs stock`, faster: v.variant, slower: "stock",
       per_length: base.median_ms.map((m, i) => m / v.median_ms[i]),
+      at_45_tokens_by_fit: fitRatio(base.fit, v.fit),
       max_abs_dp: Math.max(...v.probs.map((p, i) => maxAbsDiff(p, base.probs[i]))),
       bytes_read_back: { [v.variant]: v.bytes_read_back, stock: base.bytes_read_back },
     });
@@ -281,6 +285,7 @@ function compare(cfg, variants, tjs) {
       ratios.push({
         what: `${v.variant} vs transformers.js`, faster: v.variant, slower: "transformers.js",
         per_length: tjs.median_ms.map((m, i) => m / v.median_ms[i]),
+        at_45_tokens_by_fit: fitRatio(tjs.fit, v.fit),
         max_abs_dp: Math.max(...v.probs.map((p, i) => maxAbsDiff(p, tjs.probs[i]))),
         bytes_read_back: { [v.variant]: v.bytes_read_back, "transformers.js": tjs.bytes_read_back },
       });
@@ -308,18 +313,18 @@ function render(result) {
   }
   t.append(body);
   const r = $("ratios");
-  r.innerHTML = `<thead><tr><th>comparison (× faster)</th>${lengths.map((n) => `<th>n=${n}</th>`).join("")}<th>max |Δp|</th></tr></thead>`;
+  r.innerHTML = `<thead><tr><th>comparison (× faster)</th>${lengths.map((n) => `<th>n=${n}</th>`).join("")}<th>45 by fit</th><th>max |Δp|</th></tr></thead>`;
   const rb = document.createElement("tbody");
   for (const c of result.ratios) {
     const tr = document.createElement("tr");
-    tr.innerHTML = `<td>${c.what}</td>${c.per_length.map((x) => `<td class="num">${fmt(x, 2)}×</td>`).join("")}<td class="num">${c.max_abs_dp.toExponential(1)}</td>`;
+    tr.innerHTML = `<td>${c.what}</td>${c.per_length.map((x) => `<td class="num">${fmt(x, 2)}×</td>`).join("")}<td class="num">${fmt(c.at_45_tokens_by_fit, 2)}×</td><td class="num">${c.max_abs_dp.toExponential(1)}</td>`;
     rb.append(tr);
   }
   if (result.allowed_mass) {
     const m = result.allowed_mass;
     const tr = document.createElement("tr");
     tr.innerHTML = `<td>allowedMass over ${m.width.toLocaleString()} float16 logits: engine (${m.engine_place}) ${fmt(m.engine.median_ms, 2)} ms vs JavaScript ${fmt(m.javascript.median_ms, 2)} ms</td>` +
-      `<td class="num" colspan="${lengths.length}">${fmt(m.javascript_over_engine, 2)}×</td><td class="num">${m.abs_diff_allowed_mass.toExponential(1)}</td>`;
+      `<td class="num" colspan="${lengths.length + 1}">${fmt(m.javascript_over_engine, 2)}×</td><td class="num">${m.abs_diff_allowed_mass.toExponential(1)}</td>`;
     rb.append(tr);
   }
   r.append(rb);
@@ -332,7 +337,7 @@ function render(result) {
 
 /** Points (medians) and fitted lines per variant; log-free, linear axes. */
 function plot(result, rows) {
-  const W = 860, H = 420, L = 64, R = 170, T = 30, B = 46;
+  const W = 900, H = 420, L = 64, R = 210, T = 30, B = 46;
   const xmax = Math.max(...result.lengths);
   const ymax = Math.max(...rows.flatMap((v) => v.median_ms)) * 1.08 || 1;
   const X = (n) => L + ((W - L - R) * n) / xmax;
@@ -345,10 +350,11 @@ function plot(result, rows) {
   for (const n of result.lengths) svg += `<text x="${X(n)}" y="${H - B + 16}" text-anchor="middle" fill="#66707c">${n}</text>`;
   svg += `<text x="${(L + W - R) / 2}" y="${H - 8}" text-anchor="middle">suffix tokens</text>`;
   svg += `<text transform="translate(16 ${(T + H - B) / 2}) rotate(-90)" text-anchor="middle">median ms</text>`;
+  svg += `<clipPath id="area"><rect x="${L}" y="${T}" width="${W - L - R}" height="${H - T - B}"/></clipPath>`;
   svg += `<line x1="${L}" x2="${L}" y1="${T}" y2="${H - B}" stroke="#99a"/><line x1="${L}" x2="${W - R}" y1="${H - B}" y2="${H - B}" stroke="#99a"/>`;
   rows.forEach((v, k) => {
     const c = COLORS[v.variant] ?? "#333";
-    if (v.fit) svg += `<line x1="${X(0)}" y1="${Y(v.fit.fixed_ms)}" x2="${X(xmax)}" y2="${Y(v.fit.fixed_ms + v.fit.per_token_ms * xmax)}" stroke="${c}" stroke-width="1.5" stroke-dasharray="5 4"/>`;
+    if (v.fit) svg += `<line x1="${X(0)}" y1="${Y(v.fit.fixed_ms)}" x2="${X(xmax)}" y2="${Y(v.fit.fixed_ms + v.fit.per_token_ms * xmax)}" stroke="${c}" stroke-width="1.5" stroke-dasharray="5 4" clip-path="url(#area)"/>`;
     v.median_ms.forEach((m, i) => (svg += `<circle cx="${X(result.lengths[i])}" cy="${Y(m)}" r="4" fill="${c}"/>`));
     const label = v.fit ? `${v.fit.fixed_ms.toFixed(1)} + ${v.fit.per_token_ms.toFixed(2)}·n, R² ${v.fit.r2.toFixed(3)}` : "";
     svg += `<circle cx="${W - R + 14}" cy="${T + 10 + k * 36}" r="5" fill="${c}"/><text x="${W - R + 24}" y="${T + 14 + k * 36}">${v.variant}</text>`;

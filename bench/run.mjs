@@ -69,6 +69,7 @@ function nativeSweep(o) {
 }
 
 const maxAbsDiff = (a, b) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i])), 0);
+const fitRatio = (slow, fast) => (slow && fast ? (slow.fixed_ms + slow.per_token_ms * 45) / (fast.fixed_ms + fast.per_token_ms * 45) : null);
 
 export async function runBench(o, log = (l) => console.error(l)) {
   const server = await serve(0);
@@ -112,6 +113,7 @@ export async function runBench(o, log = (l) => console.error(l)) {
       result.ratios.push({
         what: `${v.variant}: native vs browser ${o.backend}`, faster: "native", slower: `browser ${o.backend}`,
         per_length: v.median_ms.map((m, i) => m / n.median_ms[i]),
+        at_45_tokens_by_fit: fitRatio(v.fit, n.fit),
         max_abs_dp: Math.max(...v.probs.map((p, i) => maxAbsDiff(p, n.probs[i]))),
         bytes_read_back: { browser: v.bytes_read_back, native: n.bytes_read_back },
       });
@@ -127,7 +129,7 @@ function printSummary(r) {
   for (const v of rows) {
     console.log([v.variant, ...v.median_ms.map((m) => m.toFixed(1)), v.fit?.fixed_ms?.toFixed(1), v.fit?.per_token_ms?.toFixed(2), v.fit?.r2?.toFixed(4)].join("\t"));
   }
-  for (const c of r.ratios) console.log(`${c.what}: ${c.per_length.map((x) => x.toFixed(2) + "×").join(" ")}  max |Δp| ${c.max_abs_dp.toExponential(1)}`);
+  for (const c of r.ratios) console.log(`${c.what}: ${c.per_length.map((x) => x.toFixed(2) + "×").join(" ")}  (45 by fit ${c.at_45_tokens_by_fit?.toFixed(2)}×)  max |Δp| ${c.max_abs_dp.toExponential(1)}`);
   if (r.allowed_mass) console.log(`allowedMass: JavaScript / engine ${r.allowed_mass.javascript_over_engine.toFixed(2)}×, |Δ| ${r.allowed_mass.abs_diff_allowed_mass.toExponential(1)}`);
   if (r.transformers_error) console.log(`transformers.js: ${r.transformers_error}`);
 }

@@ -63,6 +63,8 @@ export interface Decision {
 export interface EngineInfo {
   model_id: string; runtime: string; backend: "webgpu" | "wasm"; backend_reason: string;
   readout: string; run_limit: number; bytes_read_back: number; live_gpu_tensors: number;
+  /** Set once the WebGPU device was lost: every later run is refused; load the engine again. */
+  device_lost?: string | null;
   [key: string]: unknown;
 }
 "#;
@@ -250,10 +252,13 @@ impl Engine {
             run_limit: Option<usize>,
             bytes_read_back: u64,
             live_gpu_tensors: usize,
+            /// Why the GPU device was lost, once it was.
+            device_lost: Option<String>,
         }
         let engine = self.shared.info.borrow();
         let run_limit = engine.as_ref().map(|i| i.proof.run_limit);
-        to_js(&Info { engine: &engine, load: &self.shared.report, run_limit, bytes_read_back: self.shared.read_back.get(), live_gpu_tensors: self.shared.live.get() })
+        let device_lost = self.shared.engine.try_lock().and_then(|g| g.as_ref().and_then(|e| e.runtime().device_lost()));
+        to_js(&Info { engine: &engine, load: &self.shared.report, run_limit, bytes_read_back: self.shared.read_back.get(), live_gpu_tensors: self.shared.live.get(), device_lost })
     }
 
     /// Tensors the runtime holds for live states (GPU buffers on WebGPU).
@@ -277,6 +282,17 @@ impl Engine {
                 e.runtime().end_profiling();
                 Ok(())
             }).await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// Destroys the shared WebGPU device, as a driver reset would lose it: a
+    /// diagnostic for DESIGN §12 (every later run is refused, naming the loss).
+    #[wasm_bindgen(js_name = loseGpuDevice, unchecked_return_type = "Promise<void>")]
+    pub fn lose_gpu_device(&self) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            shared.with(async |e| Ok(e.runtime().lose_device().await?)).await?;
             Ok(JsValue::UNDEFINED)
         })
     }

@@ -3,7 +3,10 @@
 //! and `shader-f16` when the adapter has it, and the same `GPUDevice` is
 //! handed to onnxruntime-web, so logits it writes are readable by our kernel.
 
-use wasm_bindgen::JsValue;
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use wasm_bindgen::{JsCast, JsValue};
 
 use super::GpuError;
 
@@ -12,6 +15,8 @@ pub struct SharedDevice {
     pub queue: wgpu::Queue,
     pub adapter: String,
     pub f16: bool,
+    /// Set (reason: message) once the browser reports the device lost.
+    pub lost: Rc<RefCell<Option<String>>>,
 }
 
 impl SharedDevice {
@@ -50,7 +55,8 @@ pub async fn request_shared_device() -> Result<SharedDevice, GpuError> {
         })
         .await
         .map_err(|e| GpuError::Device(e.to_string()))?;
-    let mut shared = SharedDevice { device, queue, adapter: info.name.clone(), f16 };
+    let mut shared = SharedDevice { device, queue, adapter: info.name.clone(), f16, lost: Rc::new(RefCell::new(None)) };
+    watch_lost(&shared);
     // GPUDevice.adapterInfo says what the adapter is (e.g. google / swiftshader).
     if let Some(d) = shared.js_device() {
         let ai = js_sys::Reflect::get(&d, &"adapterInfo".into()).unwrap_or(JsValue::UNDEFINED);
@@ -61,4 +67,19 @@ pub async fn request_shared_device() -> Result<SharedDevice, GpuError> {
         }
     }
     Ok(shared)
+}
+
+/// Records `GPUDevice.lost` when it resolves (a driver reset, the tab's GPU
+/// process crashing, `destroy()`), so every later run is refused by name
+/// instead of failing inside onnxruntime-web.
+fn watch_lost(shared: &SharedDevice) {
+    let Some(d) = shared.js_device() else { return };
+    let Ok(p) = js_sys::Reflect::get(&d, &"lost".into()).and_then(|p| p.dyn_into::<js_sys::Promise>()) else { return };
+    let lost = shared.lost.clone();
+    wasm_bindgen_futures::spawn_local(async move {
+        let info = wasm_bindgen_futures::JsFuture::from(p).await.unwrap_or(JsValue::UNDEFINED);
+        let field = |k: &str| js_sys::Reflect::get(&info, &k.into()).ok().and_then(|v| v.as_string()).unwrap_or_default();
+        let (reason, message) = (field("reason"), field("message"));
+        *lost.borrow_mut() = Some(format!("{}{}", if reason.is_empty() { "unknown" } else { &reason }, if message.is_empty() { String::new() } else { format!(": {message}") }));
+    });
 }

@@ -16,4 +16,6 @@ pub enum RuntimeError {
     Readout(#[from] CoreError),
     #[error("GPU: {0}")]
     Gpu(String),
+    #[error("GPU device lost ({0}): every state's KV was on it; load the engine again")]
+    DeviceLost(String),
 }

@@ -192,7 +192,7 @@ test("the GPU readout kernel equals the CPU readSlots in the browser (float32 an
   }
 });
 
-test("WebGPU: 200 prefills leave liveGpuTensors where it started; a batch of 2 is refused by GroupQueryAttention and scoring goes on", async () => {
+test("WebGPU: 200 prefills leave liveGpuTensors where it started; a batch of 2 is refused by GroupQueryAttention and scoring goes on; a lost device is refused by name", async () => {
   const r = await inPage(async ({ Engine }, { ORT_BASE, tiny }) => {
     const e = await Engine.load(`/models/${tiny}/`, { backend: "webgpu", ortBase: ORT_BASE });
     const start = e.liveGpuTensors();
@@ -216,9 +216,32 @@ test("WebGPU: 200 prefills leave liveGpuTensors where it started; a batch of 2 i
     await kept.dispose();
     const end = e.liveGpuTensors();
     const info = e.info();
+    // DESIGN §12, a lost GPU device: every later run refused by name; a new engine works.
+    const held = await e.prefill({ evidence: "The door is open." });
+    await e.loseGpuDevice();
+    const refused = async (f) => {
+      try {
+        await f();
+        return "accepted";
+      } catch (err) {
+        return err.message;
+      }
+    };
+    const lostScore = await refused(() => held.score(c));
+    const lostPrefill = await refused(() => e.prefill({ evidence: "The door is shut." }));
+    const lost = e.info().device_lost;
+    await held.dispose();
     await e.dispose();
-    return { start, end, peak: Math.max(...peak), refusal, same: before.probs[0].p === afterwards.probs[0].p, info };
+    const e2 = await Engine.load(`/models/${tiny}/`, { backend: "webgpu", ortBase: ORT_BASE });
+    const again = await (await e2.prefill({ evidence: `Report 0: the door of room 0 is shut.` })).score(c);
+    await e2.dispose();
+    return { start, end, peak: Math.max(...peak), refusal, same: before.probs[0].p === afterwards.probs[0].p, info, lostScore, lostPrefill, lost, again: again.probs[0].p, first: before.probs[0].p };
   }, { tiny: TINY });
+  assert.match(r.lostScore, /GPU device lost \(destroyed/);
+  assert.match(r.lostScore, /load the engine again/);
+  assert.match(r.lostPrefill, /GPU device lost/);
+  assert.match(r.lost ?? "", /destroyed/);
+  assert.equal(r.again, r.first, "a new engine after the loss scores as the first did");
   assert.equal(r.start, 0);
   assert.equal(r.end, 0);
   assert.equal(r.peak, 8, "two live states of 4 KV tensors at most");

@@ -9,7 +9,7 @@
 
 pub mod ort;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use half::f16;
@@ -81,6 +81,9 @@ pub struct WebRuntime {
     session_options: Object,
     /// Sessions recreated after a refused run.
     pub recreated: usize,
+    /// The shared device's `GPUDevice` and its lost flag (WebGPU with the shared device).
+    js_device: Option<JsValue>,
+    lost: Option<Rc<RefCell<Option<String>>>>,
 }
 
 fn run_err(m: impl Into<String>) -> RuntimeError {
@@ -171,6 +174,8 @@ impl WebRuntime {
         let (logits_dtype, lshape) = dtype_of(&lmeta, "logits")?;
         let fixed = |i: usize| lshape.get(i).copied().filter(|&d| d > 0).map(|d| d as usize);
         let signature = Signature::from_io(names(&inputs), names(&outputs), kv_dtype, kv_shape, logits_dtype)?;
+        let js_device = opts.device.as_ref().and_then(|d| d.js_device());
+        let lost = opts.device.as_ref().map(|d| d.lost.clone());
         let (gpu, readout_note, adapter) = match opts.device {
             Some(dev) => {
                 let adapter = dev.adapter.clone();
@@ -200,6 +205,8 @@ impl WebRuntime {
             model,
             session_options: so,
             recreated: 0,
+            js_device,
+            lost,
         })
     }
 
@@ -279,7 +286,31 @@ impl WebRuntime {
         Ok((feeds, temps))
     }
 
+    /// Why the shared device is gone, once the browser said so.
+    pub fn device_lost(&self) -> Option<String> {
+        self.lost.as_ref().and_then(|l| l.borrow().clone())
+    }
+
+    fn check_device(&self) -> Result<(), RuntimeError> {
+        self.device_lost().map_or(Ok(()), |why| Err(RuntimeError::DeviceLost(why)))
+    }
+
+    /// Destroys the shared device, as a lost device would end it (tests of
+    /// DESIGN §12). Resolves once the browser has reported it lost.
+    pub async fn lose_device(&self) -> Result<(), RuntimeError> {
+        let d = self.js_device.as_ref().ok_or_else(|| RuntimeError::Gpu("no shared WebGPU device to lose".into()))?;
+        let destroy = ort::get(d, "destroy").dyn_into::<js_sys::Function>().map_err(|_| RuntimeError::Gpu("GPUDevice.destroy is missing".into()))?;
+        destroy.call0(d).map_err(|e| RuntimeError::Gpu(format!("GPUDevice.destroy(): {e:?}")))?;
+        if let Ok(p) = ort::get(d, "lost").dyn_into::<js_sys::Promise>() {
+            let _ = wasm_bindgen_futures::JsFuture::from(p).await;
+        }
+        // The watcher runs as its own task; give it the turn it needs.
+        let _ = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&JsValue::UNDEFINED)).await;
+        Ok(())
+    }
+
     async fn run_fetch(&mut self, step: &Step, past: Option<&WebKv>, fetches: &JsValue) -> Result<Object, RuntimeError> {
+        self.check_device()?;
         let (feeds, temps) = self.feeds(step, past)?;
         let out = self.session.run(&feeds, fetches).await;
         for t in temps {
@@ -288,6 +319,7 @@ impl WebRuntime {
         match out {
             Ok(o) => Ok(o),
             Err(m) => {
+                self.check_device()?;
                 self.recover().await;
                 Err(run_err(m))
             }
@@ -381,6 +413,7 @@ impl WebRuntime {
 
     /// The GPU path of `read`: logits into our buffer, the kernel reads them.
     async fn read_on_gpu(&mut self, step: &Step, past: Option<&WebKv>, spec: &ReadSpec<'_>) -> Result<RowRead, RuntimeError> {
+        self.check_device()?;
         let rows = self.logits_rows.unwrap_or(step.input_ids.len());
         let width = self.logits_width.unwrap_or(spec.head.width());
         let f16 = self.signature.logits_dtype == Dtype::F16;
@@ -394,13 +427,22 @@ impl WebRuntime {
         if hidden_wanted {
             ort::set(&fetches, HIDDEN_OUTPUT, &JsValue::NULL);
         }
-        let out = self.run_fetch(step, past, &fetches).await.map_err(|e| RuntimeError::Run(format!("{e} (logits pre-allocated as {dims:?} on the shared device)")))?;
+        let out = self.run_fetch(step, past, &fetches).await.map_err(|e| match e {
+            RuntimeError::Run(m) => RuntimeError::Run(format!("{m} (logits pre-allocated as {dims:?} on the shared device)")),
+            other => other,
+        })?;
         let hidden = if hidden_wanted { Some(self.take_hidden(&out).await?) } else { None };
         let cols: Vec<u32> = spec.columns.iter().map(|&c| c as u32).collect();
         let want_lse = spec.allowed_mass && matches!(spec.head, HeadColumns::Vocab { .. });
         let gpu = self.gpu.as_ref().ok_or_else(|| RuntimeError::Gpu("no shared device".into()))?;
         let buf = self.logits_buf.as_ref().ok_or_else(|| RuntimeError::Gpu("no logits buffer".into()))?;
-        let g = gpu.read(buf, dims, f16, &cols).await.map_err(|e| RuntimeError::Gpu(e.to_string()))?;
+        let g = match gpu.read(buf, dims, f16, &cols).await {
+            Ok(g) => g,
+            Err(e) => {
+                self.check_device()?;
+                return Err(RuntimeError::Gpu(e.to_string()));
+            }
+        };
         self.read_back += g.bytes_read_back as u64;
         let slots = from_gathered(g.logits, want_lse.then_some(g.log_sum_exp));
         Ok(RowRead { slots, dims: dims.to_vec(), hidden })
@@ -458,6 +500,7 @@ impl Runtime for WebRuntime {
     /// One batched run of equal-length steps against `past` (repeated to
     /// the batch), fetching only `logits`: the seam of DESIGN §13.
     async fn run_many(&mut self, steps: &[Step], past: Option<&WebKv>) -> Result<Vec<Logits>, RuntimeError> {
+        self.check_device()?;
         let (Some(kv), Some(first)) = (past, steps.first()) else {
             return Err(run_err("a batched run needs a past and at least one step"));
         };
@@ -509,6 +552,7 @@ impl Runtime for WebRuntime {
         let out = match out {
             Ok(o) => o,
             Err(m) => {
+                self.check_device()?;
                 self.recover().await;
                 return Err(run_err(m));
             }
