@@ -13,7 +13,7 @@ if (!files.length) {
   process.exit(2);
 }
 
-console.log("| model · backend | variant | " + "n=1 | n=8 | n=16 | n=32 | n=64 | n=96 | fixed ms | ms/token | R² | bytes back (n=96) | source |");
+console.log("| model · backend | variant | " + "n=1 | n=8 | n=16 | n=32 | n=64 | n=96 | fixed ms | ms/token | R² | bytes back (longest) | source |");
 console.log("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
 for (const file of files) {
   const r = JSON.parse(readFileSync(file, "utf8"));
@@ -26,7 +26,9 @@ for (const file of files) {
       return i < 0 ? "—" : med[i];
     });
     const bytes = v.bytes_read_back?.at(-1);
-    console.log(`| ${where} | ${v.variant} | ${pad.join(" | ")} | ${f1(v.fit?.fixed_ms)} | ${f2(v.fit?.per_token_ms)} | ${v.fit ? v.fit.r2.toFixed(4) : "—"} | ${bytes == null ? "—" : bytes.toLocaleString("en")} | \`${basename(file)}\` |`);
+    // An emulated GPU's times include shader compiles: no line is fitted to them.
+    const fit = r.emulated ? null : v.fit;
+    console.log(`| ${where} | ${v.variant} | ${pad.join(" | ")} | ${f1(fit?.fixed_ms)} | ${f2(fit?.per_token_ms)} | ${fit ? fit.r2.toFixed(4) : "—"} | ${bytes == null ? "—" : bytes.toLocaleString("en")} | \`${basename(file)}\` |`);
   }
   if (r.transformers_error) {
     const why = r.transformers_error.replace(/\|/g, "/").replace(/\s+/g, " ").slice(0, 140);
@@ -44,7 +46,7 @@ for (const file of files) {
       const i = r.lengths.indexOf(n);
       return i < 0 ? "—" : `${f2(c.per_length[i])}×`;
     });
-    console.log(`| ${where} | ${c.what} | ${pad.join(" | ")} | ${c.at_45_tokens_by_fit == null ? "—" : f2(c.at_45_tokens_by_fit) + "×"} | ${c.max_abs_dp.toExponential(1)} | \`${basename(file)}\` |`);
+    console.log(`| ${where} | ${c.what} | ${pad.join(" | ")} | ${c.at_45_tokens_by_fit == null || r.emulated ? "—" : f2(c.at_45_tokens_by_fit) + "×"} | ${c.max_abs_dp.toExponential(1)} | \`${basename(file)}\` |`);
   }
   if (r.allowed_mass) {
     const m = r.allowed_mass;

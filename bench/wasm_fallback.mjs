@@ -32,7 +32,19 @@ try {
         const ort = await import("onnxruntime-web");
         ort.env.wasm.wasmPaths = ORT_BASE;
         ort.env.wasm.numThreads = threads;
-        const get = async (f) => new Uint8Array(await (await fetch(`/models/${dir}/${f}`)).arrayBuffer());
+        // Streamed into one buffer: Response.arrayBuffer() fails ("Failed to
+        // fetch") on the 2.4 GB float32 Qwen3-0.6B data file.
+        const get = async (f) => {
+          const res = await fetch(`/models/${dir}/${f}`);
+          const out = new Uint8Array(Number(res.headers.get("content-length")));
+          const reader = res.body.getReader();
+          for (let at = 0; ; ) {
+            const { done, value } = await reader.read();
+            if (done) return out;
+            out.set(value, at);
+            at += value.length;
+          }
+        };
         const config = JSON.parse(new TextDecoder().decode(await get("config.json")));
         const t0 = performance.now();
         const s = await ort.InferenceSession.create(await get("model.onnx"), {

@@ -2,8 +2,9 @@
 # The committed benchmark results (DESIGN §11, issue 5): builds what they need
 # and runs the benchmark page through its runner (bench/run.mjs), each run
 # with its native counterpart, writing bench/results/<date>-<model>-<backend>.json.
-#   bash scripts/bench.sh [which ...]     which: smollm2-wasm smollm2-fp32-wasm
+#   bash scripts/bench.sh [which ...]     which: smollm2-fp32-wasm smollm2-wasm
 #                                         qwen3-q4f16-wasm qwen3-q4-wasm webgpu-emulated
+#                                         qwen3-wasm-fallback
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,7 +12,7 @@ bash scripts/setup.sh --python
 .venv/bin/python scripts/build_models.py smollm2 qwen3-0.6b
 cargo build --locked --release --bin readout
 readout=target/release/readout
-for base in smollm2-135m-instruct-q4f16 smollm2-135m-instruct-q4 smollm2-135m-instruct-fp32 qwen3-0.6b-shape-q4f16 qwen3-0.6b-shape-q4; do
+for base in smollm2-135m-instruct-q4f16 smollm2-135m-instruct-q4 smollm2-135m-instruct-fp32 qwen3-0.6b-shape-q4f16 qwen3-0.6b-shape-q4 qwen3-0.6b-shape-fp32; do
   [ -f "models/$base-trimmed/model.onnx" ] || "$readout" trim "models/$base" -o "models/$base-trimmed" >/dev/null
   [ -f "models/$base-trimmed-pruned/model.onnx" ] || "$readout" prune "models/$base-trimmed" --letters ABCDEFGHIJKLMNOPQRST -o "models/$base-trimmed-pruned" >/dev/null
 done
@@ -19,7 +20,7 @@ done
 bash scripts/build_pkg.sh
 
 which=("$@")
-[ ${#which[@]} -gt 0 ] || which=(smollm2-fp32-wasm smollm2-wasm qwen3-q4f16-wasm qwen3-q4-wasm webgpu-emulated)
+[ ${#which[@]} -gt 0 ] || which=(smollm2-fp32-wasm smollm2-wasm qwen3-q4f16-wasm qwen3-q4-wasm webgpu-emulated qwen3-wasm-fallback)
 for w in "${which[@]}"; do
   echo "[bench] $w" >&2
   case "$w" in
@@ -30,6 +31,8 @@ for w in "${which[@]}"; do
     # SwiftShader emulates the GPU on the CPU: functional, not a speed claim;
     # fewer lengths and runs so it finishes.
     webgpu-emulated) node bench/run.mjs --model smollm2-135m-instruct-q4 --backend webgpu --lengths 1,8,32 --runs 1 --warmup 0 --no-mass ;;
+    # Which dtype the Qwen3 shape's WASM variant loads (issue 4): fp32 against q4 and q4f16.
+    qwen3-wasm-fallback) node bench/wasm_fallback.mjs qwen3-0.6b-shape qwen3-0.6b-shape-fp32 qwen3-0.6b-shape-q4 qwen3-0.6b-shape-q4f16 ;;
     *) echo "bench.sh: unknown run $w" >&2; exit 2 ;;
   esac
 done

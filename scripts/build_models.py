@@ -3,7 +3,7 @@
 
     .venv/bin/python scripts/build_models.py tiny        # qwen3-tiny-random-q4f16, -q4, -fp32 (tests)
     .venv/bin/python scripts/build_models.py smollm2     # smollm2-135m-instruct-q4f16, -q4 (demo)
-    .venv/bin/python scripts/build_models.py qwen3-0.6b  # qwen3-0.6b-shape-q4f16, -q4 (benchmarks)
+    .venv/bin/python scripts/build_models.py qwen3-0.6b  # qwen3-0.6b-shape-q4f16, -q4, -fp32 (benchmarks)
     .venv/bin/python scripts/build_models.py all
 
 Each model lands in models/<id>/ (model.onnx, model.onnx.data, config.json,
@@ -168,7 +168,9 @@ def main():
         elif w == "smollm2":
             smollm2()
         elif w == "qwen3-0.6b":
-            qwen3("qwen3-0.6b-shape", QWEN3_06B, seed=0)
+            # fp32: the WASM backend's variant (measured: 2–5× faster than q4
+            # there; bench/results/*-wasm-fallback-qwen3-0.6b-shape.json).
+            qwen3("qwen3-0.6b-shape", QWEN3_06B, seed=0, variants=("q4f16", "q4", "fp32"))
         else:
             sys.exit(f"unknown model {w!r}: tiny, smollm2, qwen3-0.6b or all")
 
