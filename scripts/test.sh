@@ -30,6 +30,7 @@ done
 "$readout" catalog --models models -o models.json
 # Trimmed, so the proof's many shorter-run trials read one row each.
 .venv/bin/python scripts/broken_model.py "$tiny-trimmed" target/browser/broken-kv
+.venv/bin/python scripts/broken_model.py --nan-on zebra "$tiny-trimmed" target/browser/nan-on-zebra
 .venv/bin/python scripts/gqa_graph.py target/browser/gqa.onnx
 [ -f target/browser/tiny-hidden/model.onnx ] || "$readout" expose-hidden "$tiny" -o target/browser/tiny-hidden >/dev/null
 

@@ -167,6 +167,43 @@ test("bad input gives an Error naming the field and limit, and the next call suc
   assert.equal(r.live, 0);
 });
 
+test("a letter that is not one token, and non-finite logits, give Errors that name them; the next call succeeds", async () => {
+  // The tiny model with a tokenizer that splits "A" (a Replace normalizer appends a control byte).
+  const split = join(OUT, "letters-split");
+  mkdirSync(split, { recursive: true });
+  for (const f of ["model.onnx", "model.onnx.data", "config.json"]) cpSync(join(ROOT, `models/${TINY}`, f), join(split, f));
+  const tok = JSON.parse(readFileSync(join(ROOT, `models/${TINY}/tokenizer.json`), "utf8"));
+  tok.normalizer = { type: "Sequence", normalizers: [tok.normalizer, { type: "Replace", pattern: { String: "A" }, content: "A\u0001" }].filter(Boolean) };
+  writeFileSync(join(split, "tokenizer.json"), JSON.stringify(tok));
+  const r = await inPage(async ({ Engine }, { ORT_BASE, tiny }) => {
+    const out = {};
+    const attempt = async (f) => {
+      try {
+        await f();
+        return "accepted";
+      } catch (e) {
+        return e instanceof Error ? e.message : `not an Error: ${e}`;
+      }
+    };
+    const load = (src) => Engine.load(src, { backend: "wasm", ortBase: ORT_BASE });
+    out.letters = await attempt(() => load("/target/browser/letters-split/"));
+    // scripts/broken_model.py --nan-on zebra: every logit NaN when " zebra" is fed.
+    const e = await load("/target/browser/nan-on-zebra/");
+    const s = await e.prefill({ evidence: "The lamp in the hall is red." });
+    const good = { id: "ok", question: "What colour is the lamp?", options: [{ id: "red", description: "Red" }, { id: "blue", description: "Blue" }] };
+    out.before = (await s.score(good)).probs.map((p) => p.p);
+    out.nan = await attempt(() => s.score({ id: "zebra", question: "Is the animal a zebra?", options: [{ id: "yes", description: "Yes" }, { id: "no", description: "No" }] }));
+    out.after = (await s.score(good)).probs.map((p) => p.p);
+    await e.dispose();
+    out.reload = (await (await (await load(`/models/${tiny}/`)).prefill({ evidence: "Still fine." })).score(good)).answer;
+    return out;
+  }, { tiny: TINY });
+  assert.match(r.letters, /letter 'A' with separator " " is 2 tokens \[362, 189\]; the readout needs exactly one/);
+  assert.match(r.nan, /logits: value at position \d+, column \d+ is NaN \(not finite\)/);
+  assert.deepEqual(r.after, r.before, "the state scores the same after the refusal");
+  assert.ok(["red", "blue"].includes(r.reload));
+});
+
 test("the GPU readout kernel equals the CPU readSlots in the browser (float32 and float16)", async () => {
   const r = await inPage(async () => {
     const { gpuReadoutSelfTest } = await import("/pkg/readout.js");
