@@ -9,6 +9,7 @@
 //   transformers=1 mass=1 autorun=1
 // When done: window.benchResult (the JSON) and window.benchDone = true.
 import init, { Engine, ReadoutBench, linearFit, median } from "/pkg/readout.js";
+import { fitRatio, maxAbsDiff } from "./compare.mjs";
 
 const ORT_BASE = "/node_modules/onnxruntime-web/dist/";
 const TJS_ORT_BASE = "/node_modules/@huggingface/transformers/node_modules/onnxruntime-web/dist/";
@@ -61,10 +62,28 @@ function softmax(xs) {
   return e.map((x) => x / s);
 }
 
-const maxAbsDiff = (a, b) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i])), 0);
-/** The REFERENCE's typical criterion: 45 suffix tokens, read off each fitted line. */
-const TYPICAL = 45;
-const fitRatio = (slow, fast) => (slow && fast ? (slow.fixed_ms + slow.per_token_ms * TYPICAL) / (fast.fixed_ms + fast.per_token_ms * TYPICAL) : null);
+
+/** Per length: warm-up, then timed runs of `run(ids)`; `counter()` is read around each timed run for the bytes it read back. */
+async function sweepLoop(cfg, suffixes, label, out, run, counter) {
+  for (const [i, n] of cfg.lengths.entries()) {
+    for (let w = 0; w < cfg.warmup; w++) await run(suffixes[i]);
+    const s = [];
+    let r, bytes = 0;
+    for (let k = 0; k < cfg.runs; k++) {
+      const before = counter();
+      const [ms, res] = await timed(() => run(suffixes[i]));
+      s.push(ms);
+      bytes = counter() - before;
+      r = res;
+    }
+    out.samples_ms[n] = s;
+    out.median_ms.push(median(s));
+    out.bytes_read_back.push(bytes);
+    out.probs.push(r.probs);
+    log(`${label}: n=${n} median ${median(s).toFixed(1)} ms, ${bytes} bytes read back`);
+  }
+  out.fit = linearFit(cfg.lengths, out.median_ms) ?? null;
+}
 
 // ---- this engine ------------------------------------------------------------
 
@@ -77,24 +96,7 @@ async function sweepEngine(cfg, variant) {
     const { prefix, suffixes } = await engine.sweepIds(cfg.prefix, cfg.lengths);
     const [prefillMs, state] = await timed(() => engine.prefillIds(prefix));
     const out = { id, variant, backend: info.backend, backend_reason: info.backend_reason, readout: info.readout, run_limit: info.run_limit, load_ms: loadMs, prefill_ms: prefillMs, samples_ms: {}, median_ms: [], bytes_read_back: [], probs: [] };
-    for (const [i, n] of cfg.lengths.entries()) {
-      for (let w = 0; w < cfg.warmup; w++) await state.readIds(suffixes[i], cfg.options, false);
-      const s = [];
-      let r, bytes = 0;
-      for (let k = 0; k < cfg.runs; k++) {
-        const before = engine.bytesReadBack();
-        const [ms, res] = await timed(() => state.readIds(suffixes[i], cfg.options, false));
-        s.push(ms);
-        bytes = engine.bytesReadBack() - before;
-        r = res;
-      }
-      out.samples_ms[n] = s;
-      out.median_ms.push(median(s));
-      out.bytes_read_back.push(bytes);
-      out.probs.push(r.probs);
-      log(`${id}: n=${n} median ${median(s).toFixed(1)} ms, ${bytes} bytes read back`);
-    }
-    out.fit = linearFit(cfg.lengths, out.median_ms) ?? null;
+    await sweepLoop(cfg, suffixes, id, out, (ids) => state.readIds(ids, cfg.options, false), () => engine.bytesReadBack());
     out.letter_columns = info.letters.columns.slice(0, cfg.options);
     out.letter_ids = info.letters.letter_ids.slice(0, cfg.options);
     out.ids = { prefix: Array.from(prefix), suffixes: suffixes.map((s) => Array.from(s)) };
@@ -149,6 +151,8 @@ async function sweepTransformers(cfg, ids, letterIds) {
     const [prefillMs, pre] = await timed(() => model.forward({ input_ids: i64(ids.prefix), attention_mask: ones(P), past_key_values: empty }));
     const past = toPast(pre);
     const out = { id: cfg.model, variant: "transformers.js", device, empty_past: "built from config.json (transformers.js resolves the symbolic kv_cache_dim to 0)", load_ms: loadMs, prefill_ms: prefillMs, samples_ms: {}, median_ms: [], bytes_read_back: [], probs: [] };
+    // Bytes copied out of onnxruntime-web, counted from the tensors each run returns.
+    let copied = 0;
     const one = async (suffix) => {
       const o = await model.forward({ input_ids: i64(suffix), attention_mask: ones(P + suffix.length), past_key_values: past });
       // What a front-end does with the result: the letters at the last row.
@@ -156,29 +160,13 @@ async function sweepTransformers(cfg, ids, letterIds) {
       const [, S, V] = logits.dims;
       const row = (S - 1) * V;
       const data = logits.data;
-      const f = typeof data[0] === "number" ? (i) => data[row + i] : null;
-      const letters = letterIds.map((c) => (f ? f(c) : Number(data[row + c])));
-      const bytes = data.byteLength + Object.entries(o).filter(([k, v]) => k.startsWith("present") && v.location === "cpu").reduce((a, [, v]) => a + v.data.byteLength, 0);
+      const letters = letterIds.map((c) => Number(data[row + c]));
+      copied += data.byteLength + Object.entries(o).filter(([k, v]) => k.startsWith("present") && v.location === "cpu").reduce((a, [, v]) => a + v.data.byteLength, 0);
+      out.logits_dtype = logits.type;
       dispose(o);
-      return { probs: softmax(letters), bytes, dtype: logits.type };
+      return { probs: softmax(letters) };
     };
-    for (const [i, n] of cfg.lengths.entries()) {
-      for (let w = 0; w < cfg.warmup; w++) await one(ids.suffixes[i]);
-      const s = [];
-      let r;
-      for (let k = 0; k < cfg.runs; k++) {
-        const [ms, res] = await timed(() => one(ids.suffixes[i]));
-        s.push(ms);
-        r = res;
-      }
-      out.samples_ms[n] = s;
-      out.median_ms.push(median(s));
-      out.bytes_read_back.push(r.bytes);
-      out.probs.push(r.probs);
-      out.logits_dtype = r.dtype;
-      log(`transformers.js: n=${n} median ${median(s).toFixed(1)} ms, ${r.bytes} bytes read back`);
-    }
-    out.fit = linearFit(cfg.lengths, out.median_ms) ?? null;
+    await sweepLoop(cfg, ids.suffixes, "transformers.js", out, one, () => copied);
     dispose(pre);
     return out;
   } finally {

@@ -15,6 +15,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { serve, ROOT } from "../scripts/serve.mjs";
 import { launch } from "../scripts/chromium.mjs";
+import { fitRatio, maxAbsDiff } from "./compare.mjs";
 
 const SUFFIX = { stock: "", trimmed: "-trimmed", pruned: "-trimmed-pruned" };
 
@@ -68,8 +69,7 @@ function nativeSweep(o) {
   return JSON.parse(readFileSync(out, "utf8"));
 }
 
-const maxAbsDiff = (a, b) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i])), 0);
-const fitRatio = (slow, fast) => (slow && fast ? (slow.fixed_ms + slow.per_token_ms * 45) / (fast.fixed_ms + fast.per_token_ms * 45) : null);
+
 
 export async function runBench(o, log = (l) => console.error(l)) {
   const server = await serve(0);

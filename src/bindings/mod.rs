@@ -90,6 +90,8 @@ struct Shared {
     /// change afterwards; the counters beside it do).
     info: std::cell::RefCell<Option<EngineInfo>>,
     read_back: Cell<u64>,
+    /// The shared device's lost flag (WebGPU), readable while a call holds the engine.
+    lost: Option<Rc<std::cell::RefCell<Option<String>>>>,
 }
 
 impl Shared {
@@ -188,6 +190,7 @@ impl Engine {
         };
         let loaded = load::load(&source, opts, &report, &now).await.map_err(js_err)?;
         let info = loaded.engine.info();
+        let lost = loaded.engine.runtime().lost_flag();
         Ok(Engine {
             shared: Rc::new(Shared {
                 engine: Mutex::new(Some(loaded.engine)),
@@ -195,6 +198,7 @@ impl Engine {
                 live: loaded.live,
                 info: std::cell::RefCell::new(Some(info)),
                 read_back: Cell::new(0),
+                lost,
             }),
         })
     }
@@ -257,7 +261,7 @@ impl Engine {
         }
         let engine = self.shared.info.borrow();
         let run_limit = engine.as_ref().map(|i| i.proof.run_limit);
-        let device_lost = self.shared.engine.try_lock().and_then(|g| g.as_ref().and_then(|e| e.runtime().device_lost()));
+        let device_lost = self.shared.lost.as_ref().and_then(|l| l.borrow().clone());
         to_js(&Info { engine: &engine, load: &self.shared.report, run_limit, bytes_read_back: self.shared.read_back.get(), live_gpu_tensors: self.shared.live.get(), device_lost })
     }
 

@@ -164,7 +164,12 @@ impl<R: Runtime> Engine<R> {
         if head_ids.is_empty() {
             return Err(CoreError::EmptyField { criterion: state.id.clone(), field: "evidence" }.into());
         }
-        self.check_context("evidence", head_ids.len())?;
+        self.keep_head("evidence", head_ids).await
+    }
+
+    /// Runs `head_ids` from an empty past in proven-length chunks and keeps the KV as a new state.
+    async fn keep_head(&mut self, field: &'static str, head_ids: Vec<u32>) -> Result<StateId, EngineError> {
+        self.check_context(field, head_ids.len())?;
         let kv = chunk::extend(&mut self.runtime, self.proof.convention, self.proof.run_limit, None, &head_ids).await?;
         let id = StateId(self.next_state);
         self.next_state += 1;
@@ -178,12 +183,7 @@ impl<R: Runtime> Engine<R> {
         if ids.is_empty() {
             return Err(CoreError::EmptyField { criterion: "prefill".into(), field: "ids" }.into());
         }
-        self.check_context("ids", ids.len())?;
-        let kv = chunk::extend(&mut self.runtime, self.proof.convention, self.proof.run_limit, None, ids).await?;
-        let id = StateId(self.next_state);
-        self.next_state += 1;
-        self.states.insert(id, LiveState { kv, head_ids: ids.to_vec() });
-        Ok(id)
+        self.keep_head("ids", ids.to_vec()).await
     }
 
     /// The readout of the first `options` letters after the state's past and

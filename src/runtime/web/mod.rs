@@ -291,6 +291,11 @@ impl WebRuntime {
         self.lost.as_ref().and_then(|l| l.borrow().clone())
     }
 
+    /// The flag `device_lost` reads, for callers that must see it while a run holds the runtime.
+    pub fn lost_flag(&self) -> Option<Rc<RefCell<Option<String>>>> {
+        self.lost.clone()
+    }
+
     fn check_device(&self) -> Result<(), RuntimeError> {
         self.device_lost().map_or(Ok(()), |why| Err(RuntimeError::DeviceLost(why)))
     }

@@ -1,0 +1,11 @@
+// Comparisons the benchmark page and its runner both make (served to the
+// page as /bench/compare.mjs, imported by bench/run.mjs from disk).
+
+/** The REFERENCE's typical criterion: 45 suffix tokens. */
+export const TYPICAL = 45;
+
+export const maxAbsDiff = (a, b) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i])), 0);
+
+/** How many times faster `fast` is than `slow` at a 45-token criterion, read off both fitted lines. */
+export const fitRatio = (slow, fast) =>
+  slow && fast ? (slow.fixed_ms + slow.per_token_ms * TYPICAL) / (fast.fixed_ms + fast.per_token_ms * TYPICAL) : null;
