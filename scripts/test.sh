@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/setup.sh --python
+# Disk (checked by scripts/setup.sh first): target/ about 3 GB, the tiny
+# models and their variants 0.5 GB, the tests' scratch copies under /tmp.
+bash scripts/setup.sh --python --disk-gb 4
 .venv/bin/python scripts/build_models.py tiny
 
 # Mesa's Vulkan loader wants a runtime dir for its window-system probing.

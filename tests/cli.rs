@@ -37,7 +37,6 @@ fn score_with_check_matches_the_uncached_forward() {
     }
     assert!(v["check"]["max_abs_dp"].as_f64().unwrap() <= 1e-5, "{}", v["check"]);
     assert_eq!(v["check"]["argmax_changed"].as_array().unwrap().len(), 0);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -70,7 +69,6 @@ fn evaluate_writes_a_report_with_every_metric() {
     assert!(v["seconds"].as_f64().unwrap() > 0.0);
     assert_eq!(v["debias"], "cyclic");
     assert!(v["rows"][0]["decision"]["order_unstable"].is_boolean());
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -87,5 +85,4 @@ fn bad_state_file_and_missing_model_fail_with_a_named_error() {
     let out = readout().args(["score", "--model"]).arg(dir.join("nowhere")).arg("--state").arg(&good).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nowhere"));
-    let _ = std::fs::remove_dir_all(&dir);
 }

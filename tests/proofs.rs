@@ -136,5 +136,4 @@ fn a_graph_where_both_position_conventions_agree_is_refused() {
     let err = open_engine(&base, &opts()).err().expect("an ambiguous graph must be refused").to_string();
     assert!(err.contains("2 of 2 position conventions agree"), "{err}");
     assert!(err.contains("PositionsFromPast: max|Δp| 0") && err.contains("PositionsFromPastMinusOne: max|Δp| 0"), "{err}");
-    let _ = std::fs::remove_dir_all(&base);
 }

@@ -47,5 +47,4 @@ fn engine_matches_python_onnxruntime_on_the_fixture() {
         eprintln!("{model}: engine vs Python onnxruntime max |Δp| = {worst:e}");
         assert!(worst <= tol, "{model}: engine and the Python reference differ by {worst:e} (> {tol:e})");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

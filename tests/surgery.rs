@@ -92,7 +92,6 @@ fn trim_prune_in_either_order_keep_decisions() {
         assert!(run(&t, &base.join("twice"), &Op::Trim).unwrap_err().to_string().contains("already trimmed"));
         assert!(run(&p, &base.join("twice"), &prune_op("AB")).unwrap_err().to_string().contains("already pruned"));
     }
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 #[test]
@@ -119,7 +118,6 @@ fn a_head_sliced_in_sorted_order_is_refused_and_nothing_is_written() {
     prune(&mut m, &keep).unwrap();
     finish(&m, &out, &src).unwrap();
     assert!(out.join("slot_map.json").is_file());
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 #[test]
@@ -140,7 +138,6 @@ fn a_trim_that_slices_the_wrong_position_is_refused() {
     let err = finish(&m, &out, &src).unwrap_err().to_string();
     assert!(err.contains("differ"), "{err}");
     assert!(!out.exists());
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 /// The builder's fp32 graph reads one [hidden, vocab] table from the head's
@@ -163,7 +160,6 @@ fn a_tied_float_graph_is_pruned_without_touching_the_embedding() {
     let head = find_head(&pruned).unwrap();
     assert_eq!(head.rows, 4);
     assert_eq!(find_embeddings(&pruned)[0].tables, vec!["lm_head.MatMul.weight".to_string()]);
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 /// Writes a copy of the fp32 tiny model whose embedding reads its own
@@ -214,7 +210,6 @@ fn duplicated_and_untied_tables_report_and_lose_the_head_bytes() {
         let size = |d: &Path| std::fs::metadata(d.join("model.onnx.data")).unwrap().len() as i64;
         assert_eq!(size(&dir) - size(&out), head_bytes as i64 - 4 * 64 * 4, "the file shrinks by the head table");
     }
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 #[test]
@@ -252,7 +247,6 @@ fn exposed_hidden_state_reproduces_the_logits_and_a_wrong_row_is_caught() {
     run(&model_path(Q4), &t, &Op::Trim).unwrap();
     run(&t, &base.join("th"), &Op::ExposeHidden).unwrap();
     assert!(open_engine(&base.join("th"), &opts()).unwrap().proof().extraction_max_abs_diff.is_some());
-    let _ = std::fs::remove_dir_all(&base);
 }
 
 #[test]
@@ -291,5 +285,4 @@ fn models_json_records_measured_files_and_refuses_a_changed_one() {
     let err = checked_dir(&catalog_path, Q4).unwrap_err().to_string();
     assert!(err.contains("bytes; models.json says"), "{err}");
     assert!(checked_dir(&catalog_path, "nope").unwrap_err().to_string().contains("no model \"nope\""));
-    let _ = std::fs::remove_dir_all(&base);
 }

@@ -62,11 +62,37 @@ pub fn copy_model(id: &str, dest: &Path) {
     }
 }
 
-pub fn temp_dir(name: &str) -> PathBuf {
+/// A scratch directory that is removed when dropped, so a passing suite leaves
+/// nothing behind (the copies of models add up on a small disk). A failing test
+/// keeps its directory when run with READOUT_KEEP_TEMP=1, to look at.
+pub struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for TempDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::env::var_os("READOUT_KEEP_TEMP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+pub fn temp_dir(name: &str) -> TempDir {
     let d = std::env::temp_dir().join(format!("readout-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    TempDir(d)
 }
 
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
