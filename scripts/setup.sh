@@ -4,8 +4,9 @@
 # skipped quickly when already done.
 #   scripts/setup.sh            rust target + npm packages (what the tests need)
 #   scripts/setup.sh --python   also the Python venv that builds models
-#   --disk-gb N                 the caller's own builds write N GB: refuse at
-#                               once if the disk cannot hold them and the installs
+#   --disk-gb N                 the caller's own builds write N GB (whole GB):
+#                               refuse at once if the disk cannot hold them plus
+#                               the installs still missing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +15,11 @@ build_gb=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --python) want_python=1 ;;
-    --disk-gb) build_gb="$2"; shift ;;
+    --disk-gb)
+      if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]]; then
+        echo "setup.sh: --disk-gb needs a whole number of GB (0 or more), got '${2-}'" >&2; exit 2
+      fi
+      build_gb="$2"; shift ;;
     *) echo "setup.sh: unknown argument $1 (--python, --disk-gb N)" >&2; exit 2 ;;
   esac
   shift
@@ -26,29 +31,42 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 # later as an I/O error in whichever step met it (a CI run failed that way in
 # a test that copies a model). The caller passes what its own builds write
 # (--disk-gb); the installs still missing are added here, at their measured
-# sizes. /tmp counts too: pip unpacks there and the tests copy models there.
+# sizes. Part of it lands in /tmp (pip unpacks wheels there, cargo install
+# builds there, the tests copy models there), so where /tmp is a filesystem
+# of its own, each is checked for its own share.
 wb=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)
 have_wb=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
 
+free_gb() { echo $(( $(df -Pk "$1" | awk 'NR==2{print $4}') / 1048576 )); }
+mount_of() { df -P "$1" | awk 'NR==2{print $6}'; }
+refuse_disk() { # fs need parts...
+  local fs=$1 need=$2; shift 2
+  local free; free=$(free_gb "$fs")
+  if [ "$free" -lt "$need" ]; then
+    log "not enough disk: this run writes about ${need} GB on $(mount_of "$fs") ($(IFS=';'; echo "$*" | sed 's/;/; /g')), but it has ${free} GB free"
+    exit 1
+  fi
+}
+
 need_disk() {
-  local need=$build_gb parts=("builds ${build_gb} GB")
+  local here=$build_gb tmp=0 parts=("builds ${build_gb} GB") tmp_parts=()
   if [ "$want_python" = 1 ] && [ ! -f .venv/.readout-setup-v1 ]; then
-    need=$((need + 7)); parts+=(".venv 6 GB (torch's CUDA wheels: PyPI has no CPU-only torch) + 1 GB while pip unpacks")
+    here=$((here + 6)); parts+=(".venv 6 GB (torch's CUDA wheels: PyPI has no CPU-only torch)")
+    tmp=$((tmp + 1)); tmp_parts+=("pip unpacking wheels in /tmp 1 GB")
   fi
   if [ ! -f node_modules/.readout-setup-v3 ]; then
-    need=$((need + 1)); parts+=("node_modules 1 GB")
+    here=$((here + 1)); parts+=("node_modules 1 GB")
   fi
   if [ "$have_wb" != "$wb" ]; then
-    need=$((need + 1)); parts+=("the wasm-bindgen CLI's build 1 GB")
+    tmp=$((tmp + 1)); tmp_parts+=("the wasm-bindgen CLI's build in /tmp 1 GB")
   fi
-  local fs avail_gb
-  for fs in . "${TMPDIR:-/tmp}"; do
-    avail_gb=$(( $(df -Pk "$fs" | awk 'NR==2{print $4}') / 1048576 ))
-    if [ "$avail_gb" -lt "$need" ]; then
-      log "not enough disk: this run writes about ${need} GB ($(IFS=';'; echo "${parts[*]}" | sed 's/;/; /g')), but $(df -P "$fs" | awk 'NR==2{print $6}') (holding $fs) has ${avail_gb} GB free"
-      exit 1
-    fi
-  done
+  local t="${TMPDIR:-/tmp}"
+  if [ "$(mount_of .)" = "$(mount_of "$t")" ]; then
+    refuse_disk . $((here + tmp)) "${parts[@]}" "${tmp_parts[@]}"
+  else
+    refuse_disk . "$here" "${parts[@]}"
+    refuse_disk "$t" $((tmp + 1)) "${tmp_parts[@]}" "test scratch copies 1 GB"
+  fi
 }
 need_disk
 
