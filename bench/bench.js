@@ -358,18 +358,22 @@ async function adapterInfo() {
   const a = await navigator.gpu.requestAdapter();
   if (!a) return null;
   const i = a.info ?? {};
-  return { vendor: i.vendor, architecture: i.architecture, device: i.device, description: i.description };
+  return { vendor: i.vendor, architecture: i.architecture, device: i.device, description: i.description, features: [...a.features].sort() };
 }
+
+// A CPU implementation of WebGPU (Chromium's SwiftShader, or Mesa's lavapipe
+// reached through Vulkan): its times are not a GPU's.
+const CPU_ADAPTER = /swiftshader|llvmpipe|lavapipe/i;
 
 async function runAll(cfg) {
   window.benchDone = false;
   $("error").hidden = true;
   status("running", "running…");
   const adapter = await adapterInfo();
-  const emulated = cfg.backend === "webgpu" && /swiftshader/i.test(JSON.stringify(adapter ?? {}));
+  const emulated = cfg.backend === "webgpu" && CPU_ADAPTER.test(JSON.stringify({ ...adapter, features: undefined }));
   const result = {
     benchmark: "logit_cost", page: "bench/", date: new Date().toISOString().slice(0, 10),
-    browser: navigator.userAgent, adapter, emulated,
+    browser: navigator.userAgent, adapter, emulated, shader_f16: adapter ? adapter.features.includes("shader-f16") : null,
     cross_origin_isolated: self.crossOriginIsolated, threads: cfg.threads,
     model: cfg.model, backend: cfg.backend, prefix_tokens: cfg.prefix, lengths: cfg.lengths,
     runs: cfg.runs, warmup: cfg.warmup, options: cfg.options, variants: [],
@@ -441,5 +445,12 @@ if (q.get("autorun") === "1") {
     $("error").hidden = false;
     status("error", "failed");
     window.benchDone = true;
+  }
+  // A runner without a browser driver (bench/gpu_check.py) takes the outcome
+  // by POST, since it cannot read window.benchResult.
+  const report = q.get("report");
+  if (report) {
+    const body = window.benchError ? { error: window.benchError, log: $("log").textContent.split("\n").slice(-30) } : window.benchResult;
+    await fetch(report, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
   }
 }
