@@ -183,14 +183,25 @@ fn take_logits(v: &DynValue) -> Result<Logits, RuntimeError> {
     }
 }
 
-impl Runtime for NativeRuntime {
-    type Kv = NativeKv;
+/// Which outputs a step fetches.
+#[derive(Debug, Clone, Copy)]
+struct Fetch {
+    logits: bool,
+    present: bool,
+}
 
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+struct Fetched {
+    logits: Option<Logits>,
+    present: Option<NativeKv>,
+    hidden: Option<Logits>,
+}
 
-    async fn run(&mut self, step: &Step, past: Option<&NativeKv>, keep_present: bool) -> Result<RunOutput<NativeKv>, RuntimeError> {
+impl NativeRuntime {
+    /// One step, fetching only what is asked for: ONNX Runtime then runs only
+    /// the nodes those outputs need, so a prefill without logits skips the
+    /// head's matmul over every row as well as the copy of `[1, S, V]`.
+    fn forward(&mut self, step: &Step, past: Option<&NativeKv>, fetch: Fetch) -> Result<Fetched, RuntimeError> {
+        let Fetch { logits: want_logits, present: keep_present } = fetch;
         let sig = &self.signature;
         let empty;
         let past_values: &[DynValue] = match past {
@@ -216,8 +227,11 @@ impl Runtime for NativeRuntime {
             feed.push((pair.past_key.clone(), (&past_values[2 * i]).into()));
             feed.push((pair.past_value.clone(), (&past_values[2 * i + 1]).into()));
         }
-        let mut selector = OutputSelector::no_default().with("logits");
-        let want_hidden = sig.exposes_hidden();
+        let mut selector = OutputSelector::no_default();
+        if want_logits {
+            selector = selector.with("logits");
+        }
+        let want_hidden = want_logits && sig.exposes_hidden();
         if want_hidden {
             selector = selector.with(super::HIDDEN_OUTPUT);
         }
@@ -230,7 +244,11 @@ impl Runtime for NativeRuntime {
         let present_names: Vec<(String, String)> =
             sig.past.iter().map(|p| (p.present_key.clone(), p.present_value.clone())).collect();
         let mut out = self.session.run_with_options(feed, &options).map_err(run_err)?;
-        let logits = take_logits(out.get("logits").ok_or_else(|| RuntimeError::Run("no logits in the outputs".into()))?)?;
+        let logits = if want_logits {
+            Some(take_logits(out.get("logits").ok_or_else(|| RuntimeError::Run("no logits in the outputs".into()))?)?)
+        } else {
+            None
+        };
         let hidden = if want_hidden {
             Some(take_logits(out.get(super::HIDDEN_OUTPUT).ok_or_else(|| RuntimeError::Run("no last_hidden in the outputs".into()))?)?)
         } else {
@@ -251,8 +269,30 @@ impl Runtime for NativeRuntime {
         } else {
             None
         };
-        self.read_back += (logits.byte_len() + hidden.as_ref().map_or(0, |h| h.byte_len())) as u64;
-        Ok(RunOutput { logits, present, hidden })
+        self.read_back += (logits.as_ref().map_or(0, |l| l.byte_len()) + hidden.as_ref().map_or(0, |h| h.byte_len())) as u64;
+        Ok(Fetched { logits, present, hidden })
+    }
+}
+
+
+impl Runtime for NativeRuntime {
+    type Kv = NativeKv;
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    async fn run(&mut self, step: &Step, past: Option<&NativeKv>, keep_present: bool) -> Result<RunOutput<NativeKv>, RuntimeError> {
+        let f = self.forward(step, past, Fetch { logits: true, present: keep_present })?;
+        let logits = f.logits.ok_or_else(|| RuntimeError::Run("no logits in the outputs".into()))?;
+        Ok(RunOutput { logits, present: f.present, hidden: f.hidden })
+    }
+
+    /// A prefill or chunk: only `present.*` is fetched (see `forward`).
+    async fn extend(&mut self, step: &Step, past: Option<&NativeKv>) -> Result<NativeKv, RuntimeError> {
+        self.forward(step, past, Fetch { logits: false, present: true })?
+            .present
+            .ok_or_else(|| RuntimeError::Run("the run returned no present.*".into()))
     }
 
     fn kv_len(&self, kv: &NativeKv) -> usize {
