@@ -24,7 +24,8 @@ fn arg(args: &mut Vec<String>, flag: &str, default: usize) -> usize {
         Some(i) if i + 1 < args.len() => {
             let v = args.remove(i + 1);
             args.remove(i);
-            v.parse().unwrap_or_else(|_| panic!("{flag} takes a whole number, got {v}"))
+            v.parse()
+                .unwrap_or_else(|_| panic!("{flag} takes a whole number, got {v}"))
         }
         Some(_) => panic!("{flag} needs a value"),
         None => default,
@@ -32,16 +33,23 @@ fn arg(args: &mut Vec<String>, flag: &str, default: usize) -> usize {
 }
 
 fn main() {
-    let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let mut args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let tokens = arg(&mut args, "--tokens", 256);
     let rounds = arg(&mut args, "--rounds", 7);
     let threads = arg(&mut args, "--threads", 2);
     let dirs: Vec<PathBuf> = if args.is_empty() {
-        ["models/smollm2-135m-instruct-q4", "models/smollm2-135m-instruct-q4f16", "models/qwen3-0.6b-shape-q4"]
-            .iter()
-            .map(PathBuf::from)
-            .filter(|p| p.is_dir())
-            .collect()
+        [
+            "models/smollm2-135m-instruct-q4",
+            "models/smollm2-135m-instruct-q4f16",
+            "models/qwen3-0.6b-shape-q4",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .filter(|p| p.is_dir())
+        .collect()
     } else {
         args.iter().map(PathBuf::from).collect()
     };
@@ -52,18 +60,36 @@ fn main() {
         let config = md.read_config().expect("config.json");
         let tok = md.read_tokenizer().expect("tokenizer.json");
         let (prefix, _) = sweep_ids(&tok, tokens, &[1]).expect("sweep ids");
-        let mut rt = NativeRuntime::load(&md.graph, &NativeOptions { intra_threads: threads }, [config.kv_heads, config.head_dim])
-            .expect("load");
+        let mut rt = NativeRuntime::load(
+            &md.graph,
+            &NativeOptions {
+                intra_threads: threads,
+            },
+            [config.kv_heads, config.head_dim],
+        )
+        .expect("load");
         let sig = rt.signature().clone();
         let conv = candidates(&sig)[0];
         let step = derive(conv, &sig, 0, &prefix);
         // Warm-up of both paths, then the same next token on both pasts.
-        let with_logits = pollster::block_on(rt.run(&step, None, true)).expect("run").present.expect("present");
+        let with_logits = pollster::block_on(rt.run(&step, None, true))
+            .expect("run")
+            .present
+            .expect("present");
         let only_past = pollster::block_on(rt.extend(&step, None)).expect("extend");
         let next = derive(conv, &sig, prefix.len(), &prefix[..1]);
-        let a = pollster::block_on(rt.run(&next, Some(&with_logits), false)).expect("next").logits;
-        let b = pollster::block_on(rt.run(&next, Some(&only_past), false)).expect("next").logits;
-        let max_abs_diff = a.to_f32_vec().iter().zip(b.to_f32_vec()).map(|(x, y)| (x - y).abs()).fold(0f32, f32::max);
+        let a = pollster::block_on(rt.run(&next, Some(&with_logits), false))
+            .expect("next")
+            .logits;
+        let b = pollster::block_on(rt.run(&next, Some(&only_past), false))
+            .expect("next")
+            .logits;
+        let max_abs_diff = a
+            .to_f32_vec()
+            .iter()
+            .zip(b.to_f32_vec())
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
         rt.release(with_logits);
         rt.release(only_past);
 
@@ -72,7 +98,10 @@ fn main() {
         for _ in 0..rounds {
             let before = rt.bytes_read_back();
             let t = Instant::now();
-            let kv = pollster::block_on(rt.run(&step, None, true)).expect("run").present.expect("present");
+            let kv = pollster::block_on(rt.run(&step, None, true))
+                .expect("run")
+                .present
+                .expect("present");
             old.push(t.elapsed().as_secs_f64() * 1e3);
             old_bytes = rt.bytes_read_back() - before;
             rt.release(kv);
@@ -107,6 +136,10 @@ fn main() {
         "machine": machine(),
         "results": results,
     });
-    std::fs::write(&out, serde_json::to_string_pretty(&doc).expect("json") + "\n").expect("write result");
+    std::fs::write(
+        &out,
+        serde_json::to_string_pretty(&doc).expect("json") + "\n",
+    )
+    .expect("write result");
     eprintln!("[prefill] wrote {}", out.display());
 }

@@ -27,7 +27,10 @@ pub fn find_library() -> Result<PathBuf, RuntimeError> {
         return if p.is_file() {
             Ok(p)
         } else {
-            Err(RuntimeError::Library(format!("ORT_DYLIB_PATH={} is not a file", p.display())))
+            Err(RuntimeError::Library(format!(
+                "ORT_DYLIB_PATH={} is not a file",
+                p.display()
+            )))
         };
     }
     let mut starts: Vec<PathBuf> = Vec::new();
@@ -85,7 +88,9 @@ pub struct NativeOptions {
 
 impl Default for NativeOptions {
     fn default() -> Self {
-        let n = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+        let n = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
         Self { intra_threads: n }
     }
 }
@@ -96,7 +101,11 @@ fn dtype_of(ty: &ValueType, name: &str) -> Result<(Dtype, Vec<i64>), RuntimeErro
             let d = match ty {
                 TensorElementType::Float32 => Dtype::F32,
                 TensorElementType::Float16 => Dtype::F16,
-                other => return Err(RuntimeError::Signature(format!("{name} is {other:?}; float32 or float16 expected"))),
+                other => {
+                    return Err(RuntimeError::Signature(format!(
+                        "{name} is {other:?}; float32 or float16 expected"
+                    )))
+                }
             };
             Ok((d, shape.iter().copied().collect()))
         }
@@ -111,19 +120,40 @@ fn run_err(e: impl std::fmt::Display) -> RuntimeError {
 impl NativeRuntime {
     /// `kv_dims` (kv heads, head dim, from config.json) fill the past's
     /// symbolic dims; where the graph fixes a dim it must agree.
-    pub fn load(path: &Path, opts: &NativeOptions, kv_dims: [usize; 2]) -> Result<Self, RuntimeError> {
+    pub fn load(
+        path: &Path,
+        opts: &NativeOptions,
+        kv_dims: [usize; 2],
+    ) -> Result<Self, RuntimeError> {
         let env = environment()?;
-        let load_err = |e: &dyn std::fmt::Display| RuntimeError::Load { path: path.display().to_string(), message: e.to_string() };
+        let load_err = |e: &dyn std::fmt::Display| RuntimeError::Load {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
         let mut builder = Session::builder(&env).map_err(|e| load_err(&e))?;
-        builder = builder.with_intra_threads(opts.intra_threads).map_err(|e| load_err(&e))?;
+        builder = builder
+            .with_intra_threads(opts.intra_threads)
+            .map_err(|e| load_err(&e))?;
         let session = builder.commit_from_file(path).map_err(|e| load_err(&e))?;
-        let inputs: Vec<String> = session.inputs().iter().map(|o| o.name().to_string()).collect();
-        let outputs: Vec<String> = session.outputs().iter().map(|o| o.name().to_string()).collect();
+        let inputs: Vec<String> = session
+            .inputs()
+            .iter()
+            .map(|o| o.name().to_string())
+            .collect();
+        let outputs: Vec<String> = session
+            .outputs()
+            .iter()
+            .map(|o| o.name().to_string())
+            .collect();
         let past0 = session
             .inputs()
             .iter()
             .find(|o| o.name() == "past_key_values.0.key")
-            .ok_or_else(|| RuntimeError::Signature(format!("no past_key_values.0.key input (inputs: {inputs:?})")))?;
+            .ok_or_else(|| {
+                RuntimeError::Signature(format!(
+                    "no past_key_values.0.key input (inputs: {inputs:?})"
+                ))
+            })?;
         let (kv_dtype, mut kv_shape) = dtype_of(past0.dtype(), past0.name())?;
         if kv_shape.len() != 4 {
             return Err(RuntimeError::Signature(format!("past_key_values.0.key has dims {kv_shape:?}; [batch, kv_heads, past, head_dim] expected")));
@@ -132,17 +162,29 @@ impl NativeRuntime {
             match kv_shape[axis] {
                 d if d < 0 => kv_shape[axis] = want as i64,
                 d if d as usize == want => {}
-                d => return Err(RuntimeError::Signature(format!("past_key_values.0.key dim {axis} is {d} but config.json says {want}"))),
+                d => {
+                    return Err(RuntimeError::Signature(format!(
+                        "past_key_values.0.key dim {axis} is {d} but config.json says {want}"
+                    )))
+                }
             }
         }
         let logits = session
             .outputs()
             .iter()
             .find(|o| o.name() == "logits")
-            .ok_or_else(|| RuntimeError::Signature(format!("no logits output (outputs: {outputs:?})")))?;
+            .ok_or_else(|| {
+                RuntimeError::Signature(format!("no logits output (outputs: {outputs:?})"))
+            })?;
         let (logits_dtype, _) = dtype_of(logits.dtype(), "logits")?;
         let signature = Signature::from_io(inputs, outputs, kv_dtype, kv_shape, logits_dtype)?;
-        Ok(Self { session, signature, origin: Instant::now(), path: path.to_path_buf(), read_back: 0 })
+        Ok(Self {
+            session,
+            signature,
+            origin: Instant::now(),
+            path: path.to_path_buf(),
+            read_back: 0,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -156,8 +198,12 @@ impl NativeRuntime {
         let mut v = Vec::with_capacity(self.signature.past.len() * 2);
         for _ in 0..self.signature.past.len() * 2 {
             let t: DynValue = match self.signature.kv_dtype {
-                Dtype::F32 => Tensor::<f32>::from_array((shape, Vec::<f32>::new())).map_err(run_err)?.into_dyn(),
-                Dtype::F16 => Tensor::<f16>::from_array((shape, Vec::<f16>::new())).map_err(run_err)?.into_dyn(),
+                Dtype::F32 => Tensor::<f32>::from_array((shape, Vec::<f32>::new()))
+                    .map_err(run_err)?
+                    .into_dyn(),
+                Dtype::F16 => Tensor::<f16>::from_array((shape, Vec::<f16>::new()))
+                    .map_err(run_err)?
+                    .into_dyn(),
             };
             v.push(t);
         }
@@ -166,18 +212,32 @@ impl NativeRuntime {
 }
 
 fn i64_tensor(v: &[i64]) -> Result<DynValue, RuntimeError> {
-    Ok(Tensor::<i64>::from_array(([1usize, v.len()], v.to_vec())).map_err(run_err)?.into_dyn())
+    Ok(Tensor::<i64>::from_array(([1usize, v.len()], v.to_vec()))
+        .map_err(run_err)?
+        .into_dyn())
 }
 
 fn take_logits(v: &DynValue) -> Result<Logits, RuntimeError> {
     match v.dtype() {
-        ValueType::Tensor { ty: TensorElementType::Float32, .. } => {
+        ValueType::Tensor {
+            ty: TensorElementType::Float32,
+            ..
+        } => {
             let (shape, data) = v.try_extract_tensor::<f32>().map_err(run_err)?;
-            Ok(Logits::f32(shape.iter().map(|&d| d as usize).collect(), data.to_vec()))
+            Ok(Logits::f32(
+                shape.iter().map(|&d| d as usize).collect(),
+                data.to_vec(),
+            ))
         }
-        ValueType::Tensor { ty: TensorElementType::Float16, .. } => {
+        ValueType::Tensor {
+            ty: TensorElementType::Float16,
+            ..
+        } => {
             let (shape, data) = v.try_extract_tensor::<f16>().map_err(run_err)?;
-            Ok(Logits::f16(shape.iter().map(|&d| d as usize).collect(), data.to_vec()))
+            Ok(Logits::f16(
+                shape.iter().map(|&d| d as usize).collect(),
+                data.to_vec(),
+            ))
         }
         other => Err(RuntimeError::Run(format!("logits came back as {other:?}"))),
     }
@@ -200,8 +260,16 @@ impl NativeRuntime {
     /// One step, fetching only what is asked for: ONNX Runtime then runs only
     /// the nodes those outputs need, so a prefill without logits skips the
     /// head's matmul over every row as well as the copy of `[1, S, V]`.
-    fn forward(&mut self, step: &Step, past: Option<&NativeKv>, fetch: Fetch) -> Result<Fetched, RuntimeError> {
-        let Fetch { logits: want_logits, present: keep_present } = fetch;
+    fn forward(
+        &mut self,
+        step: &Step,
+        past: Option<&NativeKv>,
+        fetch: Fetch,
+    ) -> Result<Fetched, RuntimeError> {
+        let Fetch {
+            logits: want_logits,
+            present: keep_present,
+        } = fetch;
         let sig = &self.signature;
         let empty;
         let past_values: &[DynValue] = match past {
@@ -211,17 +279,28 @@ impl NativeRuntime {
                 &empty
             }
         };
-        let mut feed: Vec<(String, SessionInputValue<'_>)> = Vec::with_capacity(3 + past_values.len());
+        let mut feed: Vec<(String, SessionInputValue<'_>)> =
+            Vec::with_capacity(3 + past_values.len());
         feed.push(("input_ids".into(), i64_tensor(&step.input_ids)?.into()));
         match (&step.attention_mask, sig.has_attention_mask) {
             (Some(m), true) => feed.push(("attention_mask".into(), i64_tensor(m)?.into())),
             (None, false) => {}
-            (m, has) => return Err(RuntimeError::Run(format!("attention_mask given: {}, graph takes it: {has}", m.is_some()))),
+            (m, has) => {
+                return Err(RuntimeError::Run(format!(
+                    "attention_mask given: {}, graph takes it: {has}",
+                    m.is_some()
+                )))
+            }
         }
         match (&step.position_ids, sig.has_position_ids) {
             (Some(p), true) => feed.push(("position_ids".into(), i64_tensor(p)?.into())),
             (None, false) => {}
-            (p, has) => return Err(RuntimeError::Run(format!("position_ids given: {}, graph takes it: {has}", p.is_some()))),
+            (p, has) => {
+                return Err(RuntimeError::Run(format!(
+                    "position_ids given: {}, graph takes it: {has}",
+                    p.is_some()
+                )))
+            }
         }
         for (i, pair) in sig.past.iter().enumerate() {
             feed.push((pair.past_key.clone(), (&past_values[2 * i]).into()));
@@ -237,20 +316,32 @@ impl NativeRuntime {
         }
         if keep_present {
             for pair in &sig.past {
-                selector = selector.with(pair.present_key.clone()).with(pair.present_value.clone());
+                selector = selector
+                    .with(pair.present_key.clone())
+                    .with(pair.present_value.clone());
             }
         }
         let options = RunOptions::new().map_err(run_err)?.with_outputs(selector);
-        let present_names: Vec<(String, String)> =
-            sig.past.iter().map(|p| (p.present_key.clone(), p.present_value.clone())).collect();
-        let mut out = self.session.run_with_options(feed, &options).map_err(run_err)?;
+        let present_names: Vec<(String, String)> = sig
+            .past
+            .iter()
+            .map(|p| (p.present_key.clone(), p.present_value.clone()))
+            .collect();
+        let mut out = self
+            .session
+            .run_with_options(feed, &options)
+            .map_err(run_err)?;
         let logits = if want_logits {
-            Some(take_logits(out.get("logits").ok_or_else(|| RuntimeError::Run("no logits in the outputs".into()))?)?)
+            Some(take_logits(out.get("logits").ok_or_else(|| {
+                RuntimeError::Run("no logits in the outputs".into())
+            })?)?)
         } else {
             None
         };
         let hidden = if want_hidden {
-            Some(take_logits(out.get(super::HIDDEN_OUTPUT).ok_or_else(|| RuntimeError::Run("no last_hidden in the outputs".into()))?)?)
+            Some(take_logits(out.get(super::HIDDEN_OUTPUT).ok_or_else(
+                || RuntimeError::Run("no last_hidden in the outputs".into()),
+            )?)?)
         } else {
             None
         };
@@ -258,22 +349,32 @@ impl NativeRuntime {
             let mut values = Vec::with_capacity(present_names.len() * 2);
             for (k, v) in &present_names {
                 for name in [k, v] {
-                    values.push(out.remove(name).ok_or_else(|| RuntimeError::Run(format!("{name} missing from the outputs")))?);
+                    values.push(out.remove(name).ok_or_else(|| {
+                        RuntimeError::Run(format!("{name} missing from the outputs"))
+                    })?);
                 }
             }
             let len = match values[0].dtype() {
                 ValueType::Tensor { shape, .. } if shape.len() == 4 => shape[2] as usize,
-                other => return Err(RuntimeError::Run(format!("present.0.key came back as {other:?}"))),
+                other => {
+                    return Err(RuntimeError::Run(format!(
+                        "present.0.key came back as {other:?}"
+                    )))
+                }
             };
             Some(NativeKv { values, len })
         } else {
             None
         };
-        self.read_back += (logits.as_ref().map_or(0, |l| l.byte_len()) + hidden.as_ref().map_or(0, |h| h.byte_len())) as u64;
-        Ok(Fetched { logits, present, hidden })
+        self.read_back += (logits.as_ref().map_or(0, |l| l.byte_len())
+            + hidden.as_ref().map_or(0, |h| h.byte_len())) as u64;
+        Ok(Fetched {
+            logits,
+            present,
+            hidden,
+        })
     }
 }
-
 
 impl Runtime for NativeRuntime {
     type Kv = NativeKv;
@@ -282,17 +383,46 @@ impl Runtime for NativeRuntime {
         &self.signature
     }
 
-    async fn run(&mut self, step: &Step, past: Option<&NativeKv>, keep_present: bool) -> Result<RunOutput<NativeKv>, RuntimeError> {
-        let f = self.forward(step, past, Fetch { logits: true, present: keep_present })?;
-        let logits = f.logits.ok_or_else(|| RuntimeError::Run("no logits in the outputs".into()))?;
-        Ok(RunOutput { logits, present: f.present, hidden: f.hidden })
+    async fn run(
+        &mut self,
+        step: &Step,
+        past: Option<&NativeKv>,
+        keep_present: bool,
+    ) -> Result<RunOutput<NativeKv>, RuntimeError> {
+        let f = self.forward(
+            step,
+            past,
+            Fetch {
+                logits: true,
+                present: keep_present,
+            },
+        )?;
+        let logits = f
+            .logits
+            .ok_or_else(|| RuntimeError::Run("no logits in the outputs".into()))?;
+        Ok(RunOutput {
+            logits,
+            present: f.present,
+            hidden: f.hidden,
+        })
     }
 
     /// A prefill or chunk: only `present.*` is fetched (see `forward`).
-    async fn extend(&mut self, step: &Step, past: Option<&NativeKv>) -> Result<NativeKv, RuntimeError> {
-        self.forward(step, past, Fetch { logits: false, present: true })?
-            .present
-            .ok_or_else(|| RuntimeError::Run("the run returned no present.*".into()))
+    async fn extend(
+        &mut self,
+        step: &Step,
+        past: Option<&NativeKv>,
+    ) -> Result<NativeKv, RuntimeError> {
+        self.forward(
+            step,
+            past,
+            Fetch {
+                logits: false,
+                present: true,
+            },
+        )?
+        .present
+        .ok_or_else(|| RuntimeError::Run("the run returned no present.*".into()))
     }
 
     fn kv_len(&self, kv: &NativeKv) -> usize {
