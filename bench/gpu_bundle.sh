@@ -14,7 +14,8 @@
 # back together.
 #
 #   bash bench/gpu_bundle.sh [--model smollm2-135m-instruct-q4f16] [--out target/gpu]
-#                            [--part-mb 56] [--xz-level 6]
+#                            [--part-mb 56] [--xz-level 6|none]
+# (`--xz-level none` packs a plain tar: quick, for the tests, and larger.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
   shift
 done
 [[ "$part_mb" =~ ^[0-9]+$ ]] && [ "$part_mb" -ge 1 ] || { echo "gpu_bundle.sh: --part-mb must be a whole number of MiB, got $part_mb" >&2; exit 2; }
-[[ "$level" =~ ^[0-9]$ ]] || { echo "gpu_bundle.sh: --xz-level must be 0-9, got $level" >&2; exit 2; }
+[[ "$level" =~ ^([0-9]|none)$ ]] || { echo "gpu_bundle.sh: --xz-level must be 0-9 or none, got $level" >&2; exit 2; }
 
 log() { printf '[gpu_bundle] %s\n' "$*" >&2; }
 chromium_dir=/usr/lib/chromium
@@ -119,7 +120,8 @@ trap 'rm -rf "$stage" "$new"' EXIT
 # Sorted, so the three variants' weight files lie next to each other, and a
 # 256 MiB window, so xz stores the weights they share once (the variants
 # differ in the head and the vocabulary, not the body).
-tar --sort=name -C "$stage" -cf - . | xz -T1 "--lzma2=preset=$level,dict=256MiB" | split -b "${part_mb}M" -d -a 2 - "$new/part-"
+compress() { if [ "$level" = none ]; then cat; else xz -T1 "--lzma2=preset=$level,dict=256MiB"; fi; }
+tar --sort=name -C "$stage" -cf - . | compress | split -b "${part_mb}M" -d -a 2 - "$new/part-"
 n=0
 : > "$new/manifest.txt"
 for f in "$new"/part-*; do

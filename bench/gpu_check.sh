@@ -75,7 +75,7 @@ if [ -f "$stage/parts/manifest.txt" ]; then
     mkdir -p "$stage/x.new"
     cat "$stage/parts"/part-* | python3 -c '
 import sys, tarfile
-t = tarfile.open(fileobj=sys.stdin.buffer, mode="r|xz")
+t = tarfile.open(fileobj=sys.stdin.buffer, mode="r|*")
 t.extractall(sys.argv[1], **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))' "$stage/x.new"
     echo "$key" > "$stage/x.new/.unpacked"
     mv "$stage/x.new" "$stage/x"
