@@ -104,6 +104,11 @@ enum Command {
         model: PathBuf,
         #[arg(short, long)]
         out: PathBuf,
+        /// Replace OUT when it is a model directory readout wrote earlier
+        /// (it holds a .readout-surgery marker and nothing else). Never the
+        /// input, its ancestors, the current directory or a root.
+        #[arg(long)]
+        force: bool,
     },
     /// Replace the head with the rows of the answer letters; writes slot_map.json.
     Prune {
@@ -116,12 +121,22 @@ enum Command {
         tokenizer: Option<PathBuf>,
         #[arg(short, long)]
         out: PathBuf,
+        /// Replace OUT when it is a model directory readout wrote earlier
+        /// (it holds a .readout-surgery marker and nothing else). Never the
+        /// input, its ancestors, the current directory or a root.
+        #[arg(long)]
+        force: bool,
     },
     /// Add an output `last_hidden`: the head's input at the last position (and head_rows.json).
     ExposeHidden {
         model: PathBuf,
         #[arg(short, long)]
         out: PathBuf,
+        /// Replace OUT when it is a model directory readout wrote earlier
+        /// (it holds a .readout-surgery marker and nothing else). Never the
+        /// input, its ancestors, the current directory or a root.
+        #[arg(long)]
+        force: bool,
     },
     /// The logit_cost sweep on native ONNX Runtime: one fixed prefix, then suffixes of each length (DESIGN §11).
     Sweep {
@@ -163,11 +178,11 @@ pub fn main() -> std::process::ExitCode {
         Command::Evaluate { fixture, model, debias, out } => evaluate::run(&fixture, &model, debias.into(), out, &opts),
         Command::Info { model } => info(&model, &opts),
         Command::Inspect { model, rows, json } => surgery::inspect(&model, rows, json),
-        Command::Trim { model, out } => surgery::apply(&model, &out, crate::export::commands::Op::Trim),
-        Command::Prune { model, letters, tokenizer, out } => {
-            surgery::apply(&model, &out, crate::export::commands::Op::Prune { letters, tokenizer })
+        Command::Trim { model, out, force } => surgery::apply(&model, &out, crate::export::commands::Op::Trim, force),
+        Command::Prune { model, letters, tokenizer, out, force } => {
+            surgery::apply(&model, &out, crate::export::commands::Op::Prune { letters, tokenizer }, force)
         }
-        Command::ExposeHidden { model, out } => surgery::apply(&model, &out, crate::export::commands::Op::ExposeHidden),
+        Command::ExposeHidden { model, out, force } => surgery::apply(&model, &out, crate::export::commands::Op::ExposeHidden, force),
         Command::Catalog { models, out } => surgery::catalog(&models, &out),
         Command::Sweep { model, prefix, lengths, runs, warmup, options, out } => {
             sweep::run(&sweep::SweepArgs { models: model, prefix, lengths, runs, warmup, options, out }, &opts)

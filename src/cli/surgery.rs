@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::CliError;
-use crate::export::commands::{run, Op};
+use crate::export::commands::{run_forced, Op};
 use crate::export::graph::OnnxModel;
 use crate::export::inspect::{inspect as inspect_model, render};
 use crate::model_dir::ModelDir;
@@ -19,9 +19,9 @@ pub fn inspect(model: &Path, rows: usize, json: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn apply(model: &Path, out: &Path, op: Op) -> Result<(), CliError> {
+pub fn apply(model: &Path, out: &Path, op: Op, force: bool) -> Result<(), CliError> {
     eprintln!("readout: {op:?} {} -> {} (verifying before writing)", model.display(), out.display());
-    let r = run(model, out, &op)?;
+    let r = run_forced(model, out, &op, force)?;
     let v = &r.verification;
     eprintln!(
         "readout: verified on a {}-token probe: logits {:?} vs {:?}, max |Δ| {} over {} values; embedding untouched ({}){}",

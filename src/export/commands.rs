@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::graph::OnnxModel;
+use super::output::{check_output, replace, write_marker, TempDir};
 use super::passes::{expose_hidden, prune, trim};
 use super::rows::head_rows;
 use super::verify::{compare_logits, embeddings_untouched, forward, probe, Verification};
@@ -46,7 +47,17 @@ pub struct SurgeryReport {
 const SIDECARS: [&str; 5] = ["config.json", "tokenizer.json", "tokenizer_config.json", "genai_config.json", "chat_template.jinja"];
 
 
+/// Runs `op` on `input` into the new directory `out`; see [`run_forced`].
 pub fn run(input: &Path, out: &Path, op: &Op) -> Result<SurgeryReport, ExportError> {
+    run_forced(input, out, op, false)
+}
+
+/// Runs `op` on `input` into `out`. An existing `out` is replaced only when
+/// it is a model directory readout wrote and `force` is set (see
+/// [`super::output::check_output`]); that is checked before any work, and
+/// again just before the verified output is moved into place.
+pub fn run_forced(input: &Path, out: &Path, op: &Op, force: bool) -> Result<SurgeryReport, ExportError> {
+    check_output(input, out, force)?;
     let dir = ModelDir::open(input)?;
     let config = dir.read_config()?;
     let tok = match op {
@@ -87,8 +98,8 @@ pub fn run(input: &Path, out: &Path, op: &Op) -> Result<SurgeryReport, ExportErr
         }
     };
 
-    let src = Source { dir: &dir, config: &config, tok: &tok, slot_map: slot_map.as_ref(), keep: keep.as_deref() };
-    let verification = finish(&model, out, &src)?;
+    let src = Source { command, dir: &dir, config: &config, tok: &tok, slot_map: slot_map.as_ref(), keep: keep.as_deref() };
+    let verification = finish(&model, out, &src, force)?;
     let mut files: Vec<(String, u64)> = std::fs::read_dir(out)
         .map_err(|e| ExportError::file(out, e))?
         .filter_map(|e| e.ok())
@@ -118,6 +129,8 @@ fn trim_tolerance(stock: &crate::core::logits::Logits) -> f64 {
 
 /// What a surgery's output is written with and checked against.
 pub struct Source<'a> {
+    /// The command, recorded in the output's marker file.
+    pub command: &'a str,
     /// The input model's directory (its graph is the reference).
     pub dir: &'a ModelDir,
     pub config: &'a ModelConfig,
@@ -129,25 +142,20 @@ pub struct Source<'a> {
 }
 
 /// Writes `model` to a temporary directory beside `out`, verifies it against
-/// the source, and moves it to `out` only if every check passes.
-pub fn finish(model: &OnnxModel, out: &Path, src: &Source) -> Result<Verification, ExportError> {
-    let parent = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| ExportError::file(parent, e))?;
-    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
-    let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|e| ExportError::file(&tmp, e))?;
-    let verification = match write_and_verify(model, &tmp, src) {
-        Ok(v) => v,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&tmp);
-            return Err(e);
-        }
-    };
-    if out.exists() {
-        std::fs::remove_dir_all(out).map_err(|e| ExportError::file(out, e))?;
-    }
-    std::fs::rename(&tmp, out).map_err(|e| ExportError::file(out, e))?;
+/// the source, and moves it to `out` only if every check passes. The
+/// temporary directory is removed on every failure (a guard removes it on
+/// drop); an existing `out` is replaced only as [`check_output`] allows.
+pub fn finish(model: &OnnxModel, out: &Path, src: &Source, force: bool) -> Result<Verification, ExportError> {
+    check_output(&src.dir.root, out, force)?;
+    let tmp = TempDir::beside(out)?;
+    // The marker goes in first, so that a run killed at any later point
+    // leaves a directory the next run recognises as its own to remove.
+    write_marker(tmp.path(), src.command, &src.dir.root)?;
+    let verification = write_and_verify(model, tmp.path(), src)?;
+    // Verification takes a while: whatever appeared at `out` meanwhile is
+    // judged again before anything there is touched.
+    check_output(&src.dir.root, out, force)?;
+    replace(tmp, out)?;
     Ok(verification)
 }
 
@@ -160,7 +168,7 @@ fn letter_columns(tok: &TextTokenizer, slot_map: Option<&SlotMap>) -> Result<Vec
 }
 
 fn write_and_verify(model: &OnnxModel, tmp: &Path, src: &Source) -> Result<Verification, ExportError> {
-    let Source { dir, config, tok, slot_map, keep } = *src;
+    let Source { dir, config, tok, slot_map, keep, .. } = *src;
     model.save(tmp, "model.onnx")?;
     for f in SIDECARS {
         let src = dir.root.join(f);

@@ -8,6 +8,9 @@ pub enum ExportError {
     Graph(String),
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// `-o` names something a surgery must not replace.
+    #[error("-o {path}: {reason}")]
+    Output { path: String, reason: super::output::Refusal },
     #[error("verification failed, nothing written: {0}")]
     Verify(String),
     #[error(transparent)]
