@@ -15,7 +15,7 @@ use super::verify::{compare_logits, embeddings_untouched, forward, probe, Verifi
 use super::ExportError;
 use crate::core::config::ModelConfig;
 use crate::core::head_rows::HeadRows;
-use crate::core::prompt::LETTERS;
+use crate::core::prompt::{LETTERS, MAX_OPTIONS, MIN_OPTIONS};
 use crate::core::slot_map::SlotMap;
 use crate::core::tokenizer::TextTokenizer;
 use crate::model_dir::ModelDir;
@@ -58,6 +58,9 @@ pub fn run(input: &Path, out: &Path, op: &Op) -> Result<SurgeryReport, ExportErr
 /// again just before the verified output is moved into place.
 pub fn run_forced(input: &Path, out: &Path, op: &Op, force: bool) -> Result<SurgeryReport, ExportError> {
     check_output(input, out, force)?;
+    if let Op::Prune { letters, .. } = op {
+        check_letters(letters)?;
+    }
     let dir = ModelDir::open(input)?;
     let config = dir.read_config()?;
     let tok = match op {
@@ -86,8 +89,8 @@ pub fn run_forced(input: &Path, out: &Path, op: &Op, force: bool) -> Result<Surg
             let ids = tok.probe_letter_ids()?;
             let mut keep = Vec::new();
             for l in letters.chars() {
-                let i = LETTERS.find(l).ok_or_else(|| ExportError::Unsupported(format!("--letters: {l:?} is not one of {LETTERS}")))?;
-                keep.push(ids.ids[i]);
+                let bad = || ExportError::BadLetter { letters: letters.clone(), letter: l };
+                keep.push(*LETTERS.find(l).and_then(|i| ids.ids.get(i)).ok_or_else(bad)?);
             }
             let map = SlotMap::new(&dir.model_id, Some(&ids.separator), letters, keep.clone(), config.vocab_size)?;
             let stats = prune(&mut model, &keep)?;
@@ -116,6 +119,20 @@ pub fn run_forced(input: &Path, out: &Path, op: &Op, force: bool) -> Result<Surg
         added_bytes: added,
         files,
     })
+}
+
+/// 2 to 20 distinct answer letters, checked before any model is read.
+fn check_letters(letters: &str) -> Result<(), ExportError> {
+    let count = letters.chars().count();
+    if !(MIN_OPTIONS..=MAX_OPTIONS).contains(&count) {
+        return Err(ExportError::LetterCount { letters: letters.into(), count, min: MIN_OPTIONS, max: MAX_OPTIONS });
+    }
+    for (n, l) in letters.chars().enumerate() {
+        if !LETTERS.contains(l) || letters.chars().take(n).any(|x| x == l) {
+            return Err(ExportError::BadLetter { letters: letters.into(), letter: l });
+        }
+    }
+    Ok(())
 }
 
 /// Allowed |Δ| between a trimmed head's single row and the stock head's last
