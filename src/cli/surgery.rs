@@ -24,14 +24,17 @@ pub fn apply(model: &Path, out: &Path, op: Op, force: bool) -> Result<(), CliErr
     let r = run_forced(model, out, &op, force)?;
     let v = &r.verification;
     eprintln!(
-        "readout: verified on a {}-token probe: logits {:?} vs {:?}, max |Δ| {} over {} values; embedding untouched ({}){}",
+        "readout: verified on a {}-token probe: logits {:?} vs {:?}, max |Δ| {:e} over {} values (allowed {:e}); embedding untouched ({}){}",
         v.probe_tokens,
         v.output_dims,
         v.input_dims,
         v.max_abs_diff,
         v.compared,
+        v.allowed_abs_diff,
         v.embedding_tables_untouched.join(", "),
-        v.hidden_max_abs_diff.map(|h| format!("; hidden · rows within {h:.2e} of the logits")).unwrap_or_default()
+        v.hidden_max_abs_diff
+            .map(|h| format!("; last_hidden · head rows within {h:.3e} of the logits (allowed {:.3e})", v.hidden_allowed.unwrap_or(0.0)))
+            .unwrap_or_default()
     );
     if let (Some(rm), Some(add)) = (r.removed_bytes, r.added_bytes) {
         eprintln!("readout: prune removed {rm} bytes of tables and added {add} bytes of head");

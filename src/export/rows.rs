@@ -3,7 +3,7 @@
 
 use half::f16;
 
-use super::graph::{graph_err, OnnxModel};
+use super::graph::{attr_i, graph_err, OnnxModel};
 use super::head::{find_head, HeadOp};
 use super::onnx_pb::dtype;
 use super::ExportError;
@@ -96,4 +96,20 @@ pub fn head_rows(m: &OnnxModel, rows: &[usize]) -> Result<(Vec<Vec<f32>>, Option
         }
     };
     Ok((out, bias))
+}
+
+/// The block size in which the head's kernel rounds its input to int8, if it
+/// does: ONNX Runtime's MatMulNBits at accuracy_level 4 (CompInt8, the CPU
+/// default the builder writes) quantises each block of `block_size` inputs
+/// with its own scale max|x| / 127. Other levels and other heads compute in
+/// float.
+pub fn int8_input_block(m: &OnnxModel) -> Result<Option<usize>, ExportError> {
+    let head = find_head(m)?;
+    Ok(match &head.op {
+        HeadOp::MatMulNBits { block_size, .. } => {
+            let node = m.graph().node.get(head.node).ok_or_else(|| graph_err("head node index out of range"))?;
+            (attr_i(node, "accuracy_level") == Some(4)).then_some(*block_size as usize)
+        }
+        _ => None,
+    })
 }
