@@ -16,3 +16,6 @@ pub mod cli;
 pub mod model_dir;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod export;
+#[cfg(not(target_arch = "wasm32"))]
+#[doc(hidden)]
+pub mod fuzz;

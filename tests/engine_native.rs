@@ -129,6 +129,8 @@ fn bad_input_is_named_and_the_engine_stays_usable() {
         let mut empty = ok.clone();
         empty.question = " ".into();
         check(e.score(id, &empty, &opts).await, "question is empty");
+        check(e.prefill(&state(" \n ")).await, "evidence is empty");
+        check(e.score_all(id, &[ok.clone(), ok.clone()], &opts).await, "appears more than once (decisions are reported by id)");
         // 1,024 positions is the tiny model's context.
         let long = "word ".repeat(1500);
         check(e.prefill(&state(&long)).await, "exceed the model's context of 1024");

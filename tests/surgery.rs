@@ -108,15 +108,15 @@ fn a_head_sliced_in_sorted_order_is_refused_and_nothing_is_written() {
     prune(&mut m, &sorted).unwrap();
     let map = readout::core::slot_map::SlotMap::new("m", Some(" "), "ABCD", keep.clone(), config.vocab_size).unwrap();
     let out = base.join("bad");
-    let src = Source { dir: &dir, config: &config, tok: &tok, slot_map: Some(&map), keep: Some(&keep) };
-    let err = finish(&m, &out, &src).unwrap_err().to_string();
+    let src = Source { command: "prune", dir: &dir, config: &config, tok: &tok, slot_map: Some(&map), keep: Some(&keep) };
+    let err = finish(&m, &out, &src, false).unwrap_err().to_string();
     assert!(err.contains("verification failed") && err.contains("differ"), "{err}");
     assert!(!out.exists(), "nothing may be written on failure");
     assert_eq!(std::fs::read_dir(&base).unwrap().count(), 0, "no temporary directory left behind");
     // The same head in letter order passes.
     let mut m = OnnxModel::load(&dir.graph).unwrap();
     prune(&mut m, &keep).unwrap();
-    finish(&m, &out, &src).unwrap();
+    finish(&m, &out, &src, false).unwrap();
     assert!(out.join("slot_map.json").is_file());
 }
 
@@ -134,8 +134,8 @@ fn a_trim_that_slices_the_wrong_position_is_refused() {
     let ends = g.initializer.iter_mut().find(|t| t.name.as_deref() == Some("/readout/trim/Slice/ends")).unwrap();
     ends.raw_data = Some(1i64.to_le_bytes().to_vec());
     let out = base.join("bad");
-    let src = Source { dir: &dir, config: &config, tok: &tok, slot_map: None, keep: None };
-    let err = finish(&m, &out, &src).unwrap_err().to_string();
+    let src = Source { command: "trim", dir: &dir, config: &config, tok: &tok, slot_map: None, keep: None };
+    let err = finish(&m, &out, &src, false).unwrap_err().to_string();
     assert!(err.contains("differ"), "{err}");
     assert!(!out.exists());
 }

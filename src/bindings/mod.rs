@@ -117,6 +117,7 @@ fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue>
     if v.is_undefined() || v.is_null() {
         return Ok((LoadOptions { backend: Requested::Auto, ort_base: None, threads: None, profiling: false, ort_device: false }, None));
     }
+    options_object(v, "options", "{ backend: \"wasm\" }")?;
     let backend = match get(v, "backend").as_string() {
         None => Requested::Auto,
         Some(s) => Requested::parse(&s).map_err(js_err)?,
@@ -150,11 +151,23 @@ struct JsScoreOptions {
     allowed_mass: Option<bool>,
 }
 
+/// An options argument must be a plain object (or absent): reading fields
+/// off a string such as `"cyclic"` finds none and would silently run with
+/// the defaults.
+fn options_object(v: &JsValue, argument: &str, example: &str) -> Result<(), JsValue> {
+    if v.is_object() && !js_sys::Array::is_array(v) && !v.is_function() {
+        return Ok(());
+    }
+    let got = if js_sys::Array::is_array(v) { "an array".to_string() } else { format!("a {}", v.js_typeof().as_string().unwrap_or_default()) };
+    Err(js_err(format!("{argument}: must be an object such as {example} (or left out), not {got}")))
+}
+
 impl JsScoreOptions {
     fn parse(v: &JsValue) -> Result<Self, JsValue> {
         if v.is_undefined() || v.is_null() {
             return Ok(Self { debias: Debias::None, allowed_mass: None });
         }
+        options_object(v, "options", "{ debias: \"cyclic\" }")?;
         let debias = match get(v, "debias").as_string().as_deref() {
             None | Some("none") => Debias::None,
             Some("cyclic") => Debias::Cyclic,

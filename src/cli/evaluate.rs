@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::CliError;
 use crate::core::debias::Debias;
 use crate::core::decision::Decision;
-use crate::core::fixture::parse_jsonl;
+use crate::core::fixture::parse_states;
 use crate::core::metrics::{calibrate, report, Calibration, Report, Scored};
 use crate::engine::ScoreOptions;
 use crate::model_dir::open_engine;
@@ -40,13 +40,28 @@ struct EvalReport {
 
 pub fn run(fixture: &Path, model: &Path, debias: Debias, out: Option<PathBuf>, opts: &NativeOptions) -> Result<(), CliError> {
     let text = std::fs::read_to_string(fixture).map_err(|e| CliError::file(fixture, e))?;
-    let states = parse_jsonl(&text).map_err(|e| CliError::file(fixture, e))?;
+    let states = parse_states(&text).map_err(|e| CliError::file(fixture, e))?;
     let total: usize = states.iter().map(|s| s.criteria.len()).sum();
     if total == 0 {
         return Err(CliError::Usage(format!("{}: no criteria to evaluate", fixture.display())));
     }
+    // Without a gold answer every metric is 0.000, which reads like a result.
+    if !states.iter().flat_map(|s| &s.criteria).any(|c| c.answer.is_some()) {
+        return Err(CliError::NoAnswers { path: fixture.display().to_string() });
+    }
+    let model_dir = crate::model_dir::resolve(model)?;
+    let out = match out {
+        Some(o) => o,
+        None => {
+            let id = crate::model_dir::ModelDir::open(&model_dir)?.model_id;
+            let stem = fixture.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let tag = if debias == Debias::Cyclic { "-cyclic" } else { "" };
+            PathBuf::from("reports").join(format!("evaluate-{id}-{stem}{tag}.json"))
+        }
+    };
+    check_writable(&out)?;
     let t_load = Instant::now();
-    let mut engine = open_engine(&crate::model_dir::resolve(model)?, opts)?;
+    let mut engine = open_engine(&model_dir, opts)?;
     let load_seconds = t_load.elapsed().as_secs_f64();
     let info = engine.info();
     eprintln!("readout: {} loaded in {load_seconds:.1}s; convention {:?} proven", info.model_id, info.proof.convention);
@@ -100,17 +115,28 @@ pub fn run(fixture: &Path, model: &Path, debias: Debias, out: Option<PathBuf>, o
         report: rep,
         rows,
     };
-    let out = out.unwrap_or_else(|| {
-        let stem = fixture.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        let tag = if debias == Debias::Cyclic { "-cyclic" } else { "" };
-        PathBuf::from("reports").join(format!("evaluate-{}-{stem}{tag}.json", info.model_id))
-    });
-    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| CliError::file(dir, e))?;
-    }
     let json = serde_json::to_string_pretty(&r).map_err(|e| CliError::file(&out, e))?;
     std::fs::write(&out, json).map_err(|e| CliError::file(&out, e))?;
     eprintln!("readout: report written to {}", out.display());
+    Ok(())
+}
+
+/// Fails now, not after the whole run, when the report cannot be written:
+/// its directory is created and the file opened for writing (an existing
+/// report without truncating it; a new one is removed again).
+fn check_writable(out: &Path) -> Result<(), CliError> {
+    let refuse = |message: String| CliError::OutUnwritable { path: out.display().to_string(), message };
+    if out.is_dir() {
+        return Err(refuse("is a directory".into()));
+    }
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| refuse(format!("{}: {e}", dir.display())))?;
+    }
+    let existed = out.exists();
+    std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(out).map_err(|e| refuse(e.to_string()))?;
+    if !existed {
+        std::fs::remove_file(out).map_err(|e| refuse(e.to_string()))?;
+    }
     Ok(())
 }
 

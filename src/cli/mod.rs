@@ -24,6 +24,16 @@ pub enum CliError {
     File { path: String, message: String },
     #[error("{0}")]
     Usage(String),
+    #[error("{path}: holds {count} states; pass --index N (0 to {}) to score one", count - 1)]
+    ManyStates { path: String, count: usize },
+    #[error("--index {index}: {path} holds {count} states (0 to {})", count.saturating_sub(1))]
+    StateIndex { path: String, index: usize, count: usize },
+    #[error("--threads {given}: must be 1 to {max} (4 per available core on this machine)")]
+    Threads { given: usize, max: usize },
+    #[error("{path}: no criterion has an answer, so there is nothing to measure; add \"answer\" (a gold option id) to the criteria")]
+    NoAnswers { path: String },
+    #[error("--out {path}: cannot be written ({message}); checked before the run")]
+    OutUnwritable { path: String, message: String },
 }
 
 impl CliError {
@@ -50,7 +60,7 @@ impl From<DebiasArg> for Debias {
 #[derive(Debug, Parser)]
 #[command(name = "readout", version, about = "Typed readout: answer multiple-choice criteria from next-token logits over a cached state")]
 struct Cli {
-    /// ONNX Runtime intra-op threads (default: every core).
+    /// ONNX Runtime intra-op threads (default: every core; at most 4 per core).
     #[arg(long, global = true)]
     threads: Option<usize>,
     #[command(subcommand)]
@@ -64,9 +74,13 @@ enum Command {
         /// Model directory (models/<id>/ or an onnx-community layout) or a .onnx file.
         #[arg(long)]
         model: PathBuf,
-        /// One state in the fixture format (a JSON object, or a JSONL file's first line).
+        /// A state in the fixture format: one JSON object (pretty-printed or
+        /// not), or a JSONL file with one state per line.
         #[arg(long)]
         state: PathBuf,
+        /// Which state of a JSONL file to score (0-based); required when it holds several.
+        #[arg(long)]
+        index: Option<usize>,
         #[arg(long, value_enum, default_value = "none")]
         debias: DebiasArg,
         /// Also score each criterion by one uncached forward of the same ids and report max |Δp|.
@@ -104,6 +118,11 @@ enum Command {
         model: PathBuf,
         #[arg(short, long)]
         out: PathBuf,
+        /// Replace OUT when it is a model directory readout wrote earlier
+        /// (it holds a .readout-surgery marker and nothing else). Never the
+        /// input, its ancestors, the current directory or a root.
+        #[arg(long)]
+        force: bool,
     },
     /// Replace the head with the rows of the answer letters; writes slot_map.json.
     Prune {
@@ -116,12 +135,22 @@ enum Command {
         tokenizer: Option<PathBuf>,
         #[arg(short, long)]
         out: PathBuf,
+        /// Replace OUT when it is a model directory readout wrote earlier
+        /// (it holds a .readout-surgery marker and nothing else). Never the
+        /// input, its ancestors, the current directory or a root.
+        #[arg(long)]
+        force: bool,
     },
     /// Add an output `last_hidden`: the head's input at the last position (and head_rows.json).
     ExposeHidden {
         model: PathBuf,
         #[arg(short, long)]
         out: PathBuf,
+        /// Replace OUT when it is a model directory readout wrote earlier
+        /// (it holds a .readout-surgery marker and nothing else). Never the
+        /// input, its ancestors, the current directory or a root.
+        #[arg(long)]
+        force: bool,
     },
     /// The logit_cost sweep on native ONNX Runtime: one fixed prefix, then suffixes of each length (DESIGN §11).
     Sweep {
@@ -156,18 +185,24 @@ pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let mut opts = NativeOptions::default();
     if let Some(t) = cli.threads {
-        opts.intra_threads = t.max(1);
+        match check_threads(t) {
+            Ok(t) => opts.intra_threads = t,
+            Err(e) => {
+                eprintln!("readout: error: {e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        }
     }
     let result = match cli.command {
-        Command::Score { model, state, debias, check } => score::run(&model, &state, debias.into(), check, &opts),
+        Command::Score { model, state, index, debias, check } => score::run(&model, &state, index, debias.into(), check, &opts),
         Command::Evaluate { fixture, model, debias, out } => evaluate::run(&fixture, &model, debias.into(), out, &opts),
         Command::Info { model } => info(&model, &opts),
         Command::Inspect { model, rows, json } => surgery::inspect(&model, rows, json),
-        Command::Trim { model, out } => surgery::apply(&model, &out, crate::export::commands::Op::Trim),
-        Command::Prune { model, letters, tokenizer, out } => {
-            surgery::apply(&model, &out, crate::export::commands::Op::Prune { letters, tokenizer })
+        Command::Trim { model, out, force } => surgery::apply(&model, &out, crate::export::commands::Op::Trim, force),
+        Command::Prune { model, letters, tokenizer, out, force } => {
+            surgery::apply(&model, &out, crate::export::commands::Op::Prune { letters, tokenizer }, force)
         }
-        Command::ExposeHidden { model, out } => surgery::apply(&model, &out, crate::export::commands::Op::ExposeHidden),
+        Command::ExposeHidden { model, out, force } => surgery::apply(&model, &out, crate::export::commands::Op::ExposeHidden, force),
         Command::Catalog { models, out } => surgery::catalog(&models, &out),
         Command::Sweep { model, prefix, lengths, runs, warmup, options, out } => {
             sweep::run(&sweep::SweepArgs { models: model, prefix, lengths, runs, warmup, options, out }, &opts)
@@ -180,6 +215,20 @@ pub fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// More intra-op threads than 4 per core only adds contention, and an
+/// unbounded count once started ten thousand threads on a 1.5 s job.
+pub fn max_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(64) * 4
+}
+
+fn check_threads(given: usize) -> Result<usize, CliError> {
+    let max = max_threads();
+    if given == 0 || given > max {
+        return Err(CliError::Threads { given, max });
+    }
+    Ok(given)
 }
 
 fn info(model: &std::path::Path, opts: &NativeOptions) -> Result<(), CliError> {

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::CliError;
 use crate::core::debias::Debias;
 use crate::core::decision::Decision;
-use crate::core::fixture::{parse_jsonl, StateSpec};
+use crate::core::fixture::{parse_states, StateSpec};
 use crate::engine::ScoreOptions;
 use crate::model_dir::open_engine;
 use crate::runtime::native::NativeOptions;
@@ -30,23 +30,23 @@ struct Output<'a> {
     check: Option<Check>,
 }
 
-pub fn read_state(path: &Path) -> Result<StateSpec, CliError> {
+/// The state to score: the file's only one, or `index` of several.
+pub fn read_state(path: &Path, index: Option<usize>) -> Result<StateSpec, CliError> {
     let text = std::fs::read_to_string(path).map_err(|e| CliError::file(path, e))?;
-    if let Ok(s) = serde_json::from_str::<StateSpec>(&text) {
-        for c in &s.criteria {
-            c.validate().map_err(|e| CliError::file(path, e))?;
-        }
-        return Ok(s);
+    let mut states = parse_states(&text).map_err(|e| CliError::file(path, e))?;
+    let count = states.len();
+    let p = path.display().to_string();
+    match index {
+        _ if count == 0 => Err(CliError::file(path, "holds no state")),
+        None if count == 1 => Ok(states.swap_remove(0)),
+        None => Err(CliError::ManyStates { path: p, count }),
+        Some(i) if i < count => Ok(states.swap_remove(i)),
+        Some(index) => Err(CliError::StateIndex { path: p, index, count }),
     }
-    let mut states = parse_jsonl(&text).map_err(|e| CliError::file(path, e))?;
-    if states.is_empty() {
-        return Err(CliError::file(path, "holds no state"));
-    }
-    Ok(states.swap_remove(0))
 }
 
-pub fn run(model: &Path, state_path: &Path, debias: Debias, check: bool, opts: &NativeOptions) -> Result<(), CliError> {
-    let state = read_state(state_path)?;
+pub fn run(model: &Path, state_path: &Path, index: Option<usize>, debias: Debias, check: bool, opts: &NativeOptions) -> Result<(), CliError> {
+    let state = read_state(state_path, index)?;
     let mut engine = open_engine(&crate::model_dir::resolve(model)?, opts)?;
     let so = ScoreOptions { debias, allowed_mass: true };
     pollster::block_on(async {

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use super::CliError;
-use crate::export::commands::{run, Op};
+use crate::export::commands::{run_forced, Op};
 use crate::export::graph::OnnxModel;
 use crate::export::inspect::{inspect as inspect_model, render};
 use crate::model_dir::ModelDir;
@@ -19,19 +19,22 @@ pub fn inspect(model: &Path, rows: usize, json: bool) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn apply(model: &Path, out: &Path, op: Op) -> Result<(), CliError> {
+pub fn apply(model: &Path, out: &Path, op: Op, force: bool) -> Result<(), CliError> {
     eprintln!("readout: {op:?} {} -> {} (verifying before writing)", model.display(), out.display());
-    let r = run(model, out, &op)?;
+    let r = run_forced(model, out, &op, force)?;
     let v = &r.verification;
     eprintln!(
-        "readout: verified on a {}-token probe: logits {:?} vs {:?}, max |Δ| {} over {} values; embedding untouched ({}){}",
+        "readout: verified on a {}-token probe: logits {:?} vs {:?}, max |Δ| {:e} over {} values (allowed {:e}); embedding untouched ({}){}",
         v.probe_tokens,
         v.output_dims,
         v.input_dims,
         v.max_abs_diff,
         v.compared,
+        v.allowed_abs_diff,
         v.embedding_tables_untouched.join(", "),
-        v.hidden_max_abs_diff.map(|h| format!("; hidden · rows within {h:.2e} of the logits")).unwrap_or_default()
+        v.hidden_max_abs_diff
+            .map(|h| format!("; last_hidden · head rows within {h:.3e} of the logits (allowed {:.3e})", v.hidden_allowed.unwrap_or(0.0)))
+            .unwrap_or_default()
     );
     if let (Some(rm), Some(add)) = (r.removed_bytes, r.added_bytes) {
         eprintln!("readout: prune removed {rm} bytes of tables and added {add} bytes of head");

@@ -25,6 +25,16 @@ pub enum CoreError {
     SlotMap(String),
     #[error("config.json: {0}")]
     Config(String),
+    #[error("state {state:?}: evidence is empty")]
+    EmptyEvidence { state: String },
+    #[error("state {state:?}: criteria[{index}].id is empty")]
+    EmptyCriterionId { state: String, index: usize },
+    #[error("state {state:?}: criterion id {id:?} appears more than once (decisions are reported by id)")]
+    DuplicateCriterionId { state: String, id: String },
+    #[error("{path}: unknown field {field:?}; did you mean {nearest:?}? (known: {})", known.join(", "))]
+    UnknownField { path: String, field: String, nearest: &'static str, known: &'static [&'static str] },
+    #[error("state file line {line} column {column}: {message}")]
+    Json { line: usize, column: usize, message: String },
     #[error("fixture line {line}: {message}")]
     Fixture { line: usize, message: String },
     #[error("logits: dims {dims:?} do not fit; {expected}")]

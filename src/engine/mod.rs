@@ -160,6 +160,11 @@ impl<R: Runtime> Engine<R> {
 
     /// Runs the head once and keeps its KV.
     pub async fn prefill(&mut self, state: &StateSpec) -> Result<StateId, EngineError> {
+        // The instruction alone would still tokenise to something: check the
+        // evidence itself, or an empty state is scored as if it said nothing.
+        if state.evidence.trim().is_empty() {
+            return Err(CoreError::EmptyEvidence { state: state.id.clone() }.into());
+        }
         let head_ids = self.tokenizer.encode(&render_head(state.instruction.as_deref(), &state.evidence))?;
         if head_ids.is_empty() {
             return Err(CoreError::EmptyField { criterion: state.id.clone(), field: "evidence" }.into());
@@ -285,6 +290,13 @@ impl<R: Runtime> Engine<R> {
     }
 
     pub async fn score_all(&mut self, id: StateId, criteria: &[Criterion], opts: &ScoreOptions) -> Result<Vec<Decision>, EngineError> {
+        // Decisions are reported by criterion id: two with one id could not be told apart.
+        let mut seen = std::collections::HashSet::new();
+        for c in criteria {
+            if !seen.insert(c.id.as_str()) {
+                return Err(CoreError::DuplicateCriterionId { state: format!("#{}", id.0), id: c.id.clone() }.into());
+            }
+        }
         let mut out = Vec::with_capacity(criteria.len());
         for c in criteria {
             out.push(self.score(id, c, opts).await?);

@@ -33,7 +33,13 @@ fn ext_value<'a>(t: &'a TensorProto, key: &str) -> Option<&'a str> {
 impl OnnxModel {
     pub fn load(path: &Path) -> Result<Self, ExportError> {
         let bytes = std::fs::read(path).map_err(|e| ExportError::file(path, e))?;
-        let proto = ModelProto::decode(bytes.as_slice()).map_err(|e| ExportError::file(path, format!("not an ONNX model: {e}")))?;
+        Self::decode(&bytes, path)
+    }
+
+    /// A model from its bytes, as if read from `path` (external data is
+    /// looked up beside it).
+    pub fn decode(bytes: &[u8], path: &Path) -> Result<Self, ExportError> {
+        let proto = ModelProto::decode(bytes).map_err(|e| ExportError::file(path, format!("not an ONNX model: {e}")))?;
         if proto.graph.is_none() {
             return Err(ExportError::file(path, "model has no graph"));
         }

@@ -8,6 +8,7 @@ pub mod graph;
 pub mod head;
 pub mod inspect;
 pub mod onnx_pb;
+pub mod output;
 pub mod passes;
 pub mod rows;
 pub mod verify;

@@ -155,7 +155,8 @@ pub fn prune(m: &mut OnnxModel, keep: &[u32]) -> Result<PruneStats, ExportError>
     g.initializer.extend(new_inits);
     let node = &mut g.node[head.node];
     for (slot, name) in rewire {
-        node.input[slot] = name;
+        let input = node.input.get_mut(slot).ok_or_else(|| graph_err(format!("head node has no input {slot} to re-point")))?;
+        *input = name;
     }
     if matches!(head.op, HeadOp::MatMulNBits { .. }) {
         set_attr_i(node, "N", k);
@@ -163,8 +164,10 @@ pub fn prune(m: &mut OnnxModel, keep: &[u32]) -> Result<PruneStats, ExportError>
     let out = m.output_mut("logits").ok_or_else(|| graph_err("no logits output"))?;
     set_dim(out, 2, k);
     let dropped = m.drop_unused_initializers();
-    let after_without_new: usize = m.graph().initializer.iter().map(|t| OnnxModel::tensor_len(t).unwrap_or(0)).sum::<usize>() - added_bytes;
-    Ok(PruneStats { dropped, removed_bytes: before - after_without_new, added_bytes })
+    // Sizes come from each tensor's dims, which a malformed graph need not
+    // match with its bytes: saturate rather than underflow (found by fuzzing).
+    let after_without_new: usize = m.graph().initializer.iter().map(|t| OnnxModel::tensor_len(t).unwrap_or(0)).sum::<usize>().saturating_sub(added_bytes);
+    Ok(PruneStats { dropped, removed_bytes: before.saturating_sub(after_without_new), added_bytes })
 }
 
 fn transpose(bytes: &[u8], r: usize, c: usize, size: usize) -> Vec<u8> {

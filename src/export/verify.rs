@@ -38,16 +38,38 @@ pub struct Verification {
     pub output_dims: Vec<usize>,
     /// max |output − input at the corresponding column| over every compared logit.
     pub max_abs_diff: f64,
+    /// What was allowed where the difference came closest to its allowance
+    /// (units in the last place at that row's peak; see commands::HEAD_ULPS).
+    pub allowed_abs_diff: f64,
     pub compared: usize,
     /// Embedding tables compared byte for byte between input and output.
     pub embedding_tables_untouched: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hidden_max_abs_diff: Option<f64>,
+    /// The bound (HeadRows::miss_bound) of the row that missed by most.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hidden_allowed: Option<f64>,
+}
+
+/// The largest difference found by [`compare_logits`] relative to what it allows.
+#[derive(Debug, Clone, Copy)]
+pub struct Worst {
+    /// Input position and vocabulary column.
+    pub position: usize,
+    pub column: usize,
+    pub diff: f64,
+    pub allowed: f64,
+    /// max |logit| of the input row the allowance was taken from.
+    pub peak: f64,
 }
 
 /// Compares `out` with `input` where output row `i` must equal input column
 /// `columns[i]` (identity for a full head), at every position both have.
-pub fn compare_logits(input: &Logits, out: &Logits, columns: &[usize]) -> Result<(f64, usize), ExportError> {
+/// At each position the allowed |Δ| is `ulps` units in the last place of the
+/// logits' dtype at that input row's largest |logit| (at least 1).
+/// Returns the max |Δ|, the count compared, and the position that came
+/// closest to (or furthest past) its allowance.
+pub fn compare_logits(input: &Logits, out: &Logits, columns: &[usize], ulps: f64) -> Result<(f64, usize, Option<Worst>), ExportError> {
     let (si, so) = (input.dims[1], out.dims[1]);
     if out.dims[2] != columns.len() {
         return Err(ExportError::Verify(format!("output logits dims {:?}: last axis should be {}", out.dims, columns.len())));
@@ -55,21 +77,31 @@ pub fn compare_logits(input: &Logits, out: &Logits, columns: &[usize]) -> Result
     if so != si && so != 1 {
         return Err(ExportError::Verify(format!("output logits dims {:?} against input {:?}", out.dims, input.dims)));
     }
-    let mut worst: f64 = 0.0;
+    let eps = if input.is_f16() { 2f64.powi(-10) } else { 2f64.powi(-23) };
+    let mut max_abs: f64 = 0.0;
+    let mut worst: Option<Worst> = None;
     let mut n = 0;
     for p in 0..so {
         let ip = if so == 1 { si - 1 } else { p };
+        let peak = input.row_f32(ip).iter().fold(1.0f32, |m, v| m.max(v.abs())) as f64;
+        let allowed = ulps * eps * peak;
         for (i, &c) in columns.iter().enumerate() {
             let a = input.get(ip * input.dims[2] + c) as f64;
             let b = out.get(p * out.dims[2] + i) as f64;
             if !(a.is_finite() && b.is_finite()) {
                 return Err(ExportError::Verify(format!("non-finite logit at position {p}, column {c}")));
             }
-            worst = worst.max((a - b).abs());
+            let diff = (a - b).abs();
+            max_abs = max_abs.max(diff);
+            let ratio = |w: &Worst| if w.allowed > 0.0 { w.diff / w.allowed } else if w.diff > 0.0 { f64::INFINITY } else { 0.0 };
+            let here = Worst { position: ip, column: c, diff, allowed, peak };
+            if worst.as_ref().is_none_or(|w| ratio(&here) > ratio(w)) {
+                worst = Some(here);
+            }
             n += 1;
         }
     }
-    Ok((worst, n))
+    Ok((max_abs, n, worst))
 }
 
 /// The embedding tables of `input` must be in `output` with the same bytes.

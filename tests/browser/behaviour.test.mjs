@@ -124,6 +124,11 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     await attempt("empty_question", () => s.score({ id: "c", question: " ", options: opt(2) })); await afterEach();
     await attempt("not_a_criterion", () => s.score({ id: "c" })); await afterEach();
     await attempt("debias", () => s.score(good, { debias: "sometimes" })); await afterEach();
+    await attempt("options_string", () => s.score(good, "cyclic")); await afterEach();
+    await attempt("unknown_field", () => s.score({ ...good, answr: "red" })); await afterEach();
+    await attempt("empty_evidence", () => e.prefill({ evidence: "  " })); await afterEach();
+    await attempt("duplicate_criteria", () => s.scoreAll([good, good])); await afterEach();
+    await attempt("load_options_string", () => Engine.load(`/models/${tiny}/`, "wasm"));
     await attempt("too_long", () => e.prefill({ evidence: "word ".repeat(1100) })); await afterEach();
     // Calls at once are queued: the same answers as one after another.
     const together = await Promise.all([s.score(good), e.prefill({ evidence: "Another state." }), s.score(good, { debias: "cyclic" }), s.score(good)]);
@@ -153,6 +158,11 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     empty_question: /question is empty/,
     not_a_criterion: /criterion: .*missing field `question`/,
     debias: /debias: "sometimes" is not "none" or "cyclic"/,
+    options_string: /options: must be an object .* not a string/,
+    unknown_field: /criterion: unknown field `answr`, expected one of/,
+    empty_evidence: /evidence is empty/,
+    duplicate_criteria: /criterion id "ok" appears more than once/,
+    load_options_string: /options: must be an object .* not a string/,
     too_long: /evidence: \d+ tokens exceed the model's context of 1024 positions/,
     disposed_state: /no such state/,
     disposed_twice: /no such state/,
@@ -162,7 +172,7 @@ test("bad input gives an Error naming the field and limit, and the next call suc
   // A bad option is the caller's input, not a failed load-time proof.
   assert.doesNotMatch(r.debias, /load-time proof/);
   assert.deepEqual(r.queued, [true, "number", true]);
-  assert.equal(r.checks.length, 8);
+  assert.equal(r.checks.length, 12);
   assert.ok(r.checks.every((a) => a === r.checks[0]));
   assert.equal(r.live, 0);
 });
