@@ -32,6 +32,32 @@ for base in smollm2-135m-instruct-q4f16 smollm2-135m-instruct-q4 smollm2-135m-in
   [ -f "models/$base-trimmed/model.onnx" ] || "$readout" trim "models/$base" -o "models/$base-trimmed" >/dev/null
   [ -f "models/$base-trimmed-pruned/model.onnx" ] || "$readout" prune "models/$base-trimmed" --letters ABCDEFGHIJKLMNOPQRST -o "models/$base-trimmed-pruned" >/dev/null
 done
+# Surgery on the real int4 heads, once per built model set: prune at 2, 3, 4
+# and 20 letters and expose-hidden on SmolLM2 q4 and q4f16, each verified
+# against the stock graph within its kernel-derived bound (the CLI prints the
+# measured difference and the bound). The test command builds only the tiny
+# models, so this is where the real ones are checked.
+stamp=models/.surgery-checked-v1
+if [ ! -f "$stamp" ]; then
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/readout-surgery-check.XXXXXX")
+  trap 'rm -rf "$scratch"' EXIT
+  surgery() { # label, readout args...
+    local label=$1; shift
+    if ! "$readout" "$@" > /dev/null 2> "$scratch/log"; then
+      cat "$scratch/log" >&2; echo "[main] $label failed" >&2; exit 1
+    fi
+    echo "[main] $label: $(grep -o 'max |Δ| [^;]*' "$scratch/log")$(grep -o '; last_hidden · .*' "$scratch/log" || true)" >&2
+  }
+  for base in smollm2-135m-instruct-q4 smollm2-135m-instruct-q4f16; do
+    for letters in AB ABC ABCD ABCDEFGHIJKLMNOPQRST; do
+      surgery "prune $base --letters $letters" prune "models/$base" --letters "$letters" -o "$scratch/$base-p$letters"
+    done
+    surgery "expose-hidden $base" expose-hidden "models/$base" -o "$scratch/h-$base"
+  done
+  rm -rf "$scratch"
+  trap - EXIT
+  touch "$stamp"
+fi
 "$readout" catalog --models models -o models.json
 bash scripts/build_pkg.sh
 
