@@ -81,6 +81,38 @@ fn from_js<T: serde::de::DeserializeOwned>(v: JsValue, what: &str) -> Result<T, 
     serde_wasm_bindgen::from_value(v).map_err(|e| js_err(format!("{what}: {e}")))
 }
 
+/// A state, criterion or criteria from JS with every field name checked
+/// first. serde_wasm_bindgen reads a struct's declared fields only, so
+/// `deny_unknown_fields` never sees a typo such as `answr` there: the value
+/// goes through JSON, where `core::fixture`'s check names the nearest field.
+fn fixture_from_js<T: serde::de::DeserializeOwned>(v: JsValue, what: &str) -> Result<T, JsValue> {
+    use crate::core::fixture::{check_criterion, check_fields};
+    let mut value: serde_json::Value = from_js(v, what)?;
+    drop_nulls(&mut value);
+    match (what, &value) {
+        ("state", _) => check_fields(&value),
+        ("criteria", serde_json::Value::Array(cs)) => {
+            cs.iter().enumerate().try_for_each(|(i, c)| check_criterion(c, &format!("criteria[{i}]")))
+        }
+        _ => check_criterion(&value, what),
+    }
+    .map_err(js_err)?;
+    serde_json::from_value(value).map_err(|e| js_err(format!("{what}: {e}")))
+}
+
+/// A field set to `undefined` or `null` in JS counts as absent, as it did
+/// when serde_wasm_bindgen read the struct directly.
+fn drop_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
 struct Shared {
     /// `None` once the engine is disposed.
     engine: Mutex<Option<CoreEngine<WebRuntime>>>,
@@ -221,7 +253,7 @@ impl Engine {
     pub fn prefill(&self, #[wasm_bindgen(unchecked_param_type = "StateInput")] state: JsValue) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
-            let spec: StateSpec = from_js(state, "state")?;
+            let spec: StateSpec = fixture_from_js(state, "state")?;
             let (id, tokens) = shared.with(async |e| {
                 let id = e.prefill(&spec).await?;
                 Ok((id, e.head_tokens(id)?))
@@ -401,7 +433,7 @@ impl State {
     ) -> Promise {
         let (shared, id) = (self.shared.clone(), self.id);
         future_to_promise(async move {
-            let c: Criterion = from_js(criterion, "criterion")?;
+            let c: Criterion = fixture_from_js(criterion, "criterion")?;
             let o = JsScoreOptions::parse(&options)?;
             let d = shared.with(async |e| e.score(id, &c, &o.for_engine(e)).await).await?;
             to_js(&d)
@@ -416,7 +448,7 @@ impl State {
     ) -> Promise {
         let (shared, id) = (self.shared.clone(), self.id);
         future_to_promise(async move {
-            let cs: Vec<Criterion> = from_js(criteria, "criteria")?;
+            let cs: Vec<Criterion> = fixture_from_js(criteria, "criteria")?;
             let o = JsScoreOptions::parse(&options)?;
             let d = shared.with(async |e| e.score_all(id, &cs, &o.for_engine(e)).await).await?;
             to_js(&d)
@@ -443,7 +475,7 @@ impl State {
     pub fn run_batched(&self, #[wasm_bindgen(unchecked_param_type = "CriterionInput[]")] criteria: JsValue) -> Promise {
         let (shared, id) = (self.shared.clone(), self.id);
         future_to_promise(async move {
-            let cs: Vec<Criterion> = from_js(criteria, "criteria")?;
+            let cs: Vec<Criterion> = fixture_from_js(criteria, "criteria")?;
             let dims = shared.with(async |e| e.run_many_suffixes(id, &cs).await).await?;
             to_js(&dims)
         })
@@ -455,7 +487,7 @@ impl State {
     pub fn extract(&self, #[wasm_bindgen(unchecked_param_type = "CriterionInput[]")] criteria: JsValue) -> Promise {
         let (shared, id) = (self.shared.clone(), self.id);
         future_to_promise(async move {
-            let cs: Vec<Criterion> = from_js(criteria, "criteria")?;
+            let cs: Vec<Criterion> = fixture_from_js(criteria, "criteria")?;
             let hs = shared.with(async |e| e.extract(id, &cs).await).await?;
             Ok(hs.iter().map(|h| JsValue::from(js_sys::Float32Array::from(h.as_slice()))).collect::<js_sys::Array>().into())
         })

@@ -159,7 +159,7 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     not_a_criterion: /criterion: .*missing field `question`/,
     debias: /debias: "sometimes" is not "none" or "cyclic"/,
     options_string: /options: must be an object .* not a string/,
-    unknown_field: /criterion: unknown field `answr`, expected one of/,
+    unknown_field: /criterion: unknown field "answr"; did you mean "answer"\?/,
     empty_evidence: /evidence is empty/,
     duplicate_criteria: /criterion id "ok" appears more than once/,
     load_options_string: /options: must be an object .* not a string/,
