@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use readout::cli::host::{machine, today};
-use readout::core::sweep::median;
 use readout::core::fixture::{Criterion, OptionSpec, StateSpec};
 use readout::core::prompt::{render_head, render_suffix};
+use readout::core::sweep::median;
 use readout::core::tokenizer::TextTokenizer;
 use readout::engine::{Engine, ScoreOptions};
 use readout::export::commands::{run, Op};
@@ -56,7 +56,14 @@ fn criterion_for(tok: &TextTokenizer, target: usize) -> (Criterion, usize) {
             id: "bench".into(),
             family: "bench".into(),
             question: format!("Which ship, given that {}?", q.join(" ")),
-            options: opts.iter().enumerate().map(|(i, d)| OptionSpec { id: format!("o{i}"), description: d.to_string() }).collect(),
+            options: opts
+                .iter()
+                .enumerate()
+                .map(|(i, d)| OptionSpec {
+                    id: format!("o{i}"),
+                    description: d.to_string(),
+                })
+                .collect(),
             answer: None,
         };
         let len = tok.encode(&render_suffix(&c, &[0, 1, 2, 3])).unwrap().len();
@@ -91,17 +98,31 @@ fn ensure(models: &Path, base: &str) -> Vec<PathBuf> {
     }
     if !pruned.join("model.onnx").is_file() {
         eprintln!("bench: building {}", pruned.display());
-        run(&trimmed, &pruned, &Op::Prune { letters: "ABCDEFGHIJKLMNOPQRST".into(), tokenizer: None }).unwrap_or_else(|e| panic!("prune {base}: {e}"));
+        run(
+            &trimmed,
+            &pruned,
+            &Op::Prune {
+                letters: "ABCDEFGHIJKLMNOPQRST".into(),
+                tokenizer: None,
+            },
+        )
+        .unwrap_or_else(|e| panic!("prune {base}: {e}"));
     }
     vec![stock, trimmed, pruned]
 }
 
 fn main() {
-    let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let mut args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let mut take = |flag: &str, default: usize| -> usize {
         match args.iter().position(|a| a == flag) {
             Some(i) => {
-                let v = args.get(i + 1).and_then(|s| s.parse().ok()).unwrap_or(default);
+                let v = args
+                    .get(i + 1)
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(default);
                 args.drain(i..(i + 2).min(args.len()));
                 v
             }
@@ -109,15 +130,29 @@ fn main() {
         }
     };
     let rounds = take("--rounds", 10);
-    let threads = take("--threads", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    let threads = take(
+        "--threads",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+    );
     let prefix_target = take("--prefix", 256);
     let suffix_target = take("--suffix", 45);
-    let bases = if args.is_empty() { vec!["qwen3-0.6b-shape-q4f16".to_string(), "qwen3-0.6b-shape-q4".to_string()] } else { args };
+    let bases = if args.is_empty() {
+        vec![
+            "qwen3-0.6b-shape-q4f16".to_string(),
+            "qwen3-0.6b-shape-q4".to_string(),
+        ]
+    } else {
+        args
+    };
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let models = root.join("models");
     let out_dir = root.join("bench/results");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let opts = NativeOptions { intra_threads: threads };
+    let opts = NativeOptions {
+        intra_threads: threads,
+    };
 
     for base in &bases {
         assert!(models.join(base).join("model.onnx").is_file(), "models/{base} is not built: run scripts/main.sh (or scripts/build_models.py qwen3-0.6b)");
@@ -126,7 +161,8 @@ fn main() {
             .iter()
             .map(|d| {
                 let t = Instant::now();
-                let engine = open_engine(d, &opts).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+                let engine =
+                    open_engine(d, &opts).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
                 Variant {
                     id: d.file_name().unwrap().to_string_lossy().into_owned(),
                     engine,
@@ -141,9 +177,17 @@ fn main() {
         let tok = vs[0].engine.tokenizer();
         let (evidence, prefix_tokens) = evidence_for(tok, prefix_target);
         let (crit, suffix_tokens) = criterion_for(tok, suffix_target);
-        let state = StateSpec { id: "bench".into(), instruction: None, evidence, criteria: vec![] };
+        let state = StateSpec {
+            id: "bench".into(),
+            instruction: None,
+            evidence,
+            criteria: vec![],
+        };
         eprintln!("bench {base}: prefix {prefix_tokens} tokens, suffix {suffix_tokens} tokens, {rounds} rounds, {threads} threads");
-        let so = ScoreOptions { allowed_mass: false, ..Default::default() };
+        let so = ScoreOptions {
+            allowed_mass: false,
+            ..Default::default()
+        };
         let mut ids = Vec::new();
         for v in vs.iter_mut() {
             let t = Instant::now();
@@ -184,9 +228,18 @@ fn main() {
             })
             .collect();
         println!("{base} (prefix {prefix_tokens}, suffix {suffix_tokens}, {rounds} rounds)");
-        println!("{:<40} {:>10} {:>9} {:>14}", "variant", "median ms", "speedup", "bytes back");
+        println!(
+            "{:<40} {:>10} {:>9} {:>14}",
+            "variant", "median ms", "speedup", "bytes back"
+        );
         for v in &variants {
-            println!("{:<40} {:>10.1} {:>8.2}x {:>14}", v["id"].as_str().unwrap(), v["median_ms"].as_f64().unwrap(), v["speedup_vs_stock"].as_f64().unwrap(), v["bytes_read_back_per_criterion"]);
+            println!(
+                "{:<40} {:>10.1} {:>8.2}x {:>14}",
+                v["id"].as_str().unwrap(),
+                v["median_ms"].as_f64().unwrap(),
+                v["speedup_vs_stock"].as_f64().unwrap(),
+                v["bytes_read_back_per_criterion"]
+            );
         }
         let result = json!({
             "benchmark": "native-variants",

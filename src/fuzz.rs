@@ -7,29 +7,41 @@ use std::path::Path;
 
 /// A state file or fixture (`readout score --state`, `readout evaluate`).
 pub fn state(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     if let Ok(states) = crate::core::fixture::parse_states(text) {
         for s in &states {
             // Whatever parsed must validate, serialise and parse back the same.
             let line = serde_json::to_string(s).unwrap_or_default();
             let again = crate::core::fixture::parse_jsonl(&line);
-            assert!(matches!(&again, Ok(v) if v.len() == 1 && &v[0] == s), "round trip of {line}: {again:?}");
+            assert!(
+                matches!(&again, Ok(v) if v.len() == 1 && &v[0] == s),
+                "round trip of {line}: {again:?}"
+            );
         }
     }
 }
 
 /// `slot_map.json` of a pruned model.
 pub fn slot_map(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     if let Ok(m) = crate::core::slot_map::SlotMap::parse(text) {
         let _ = m.row_of_letter('A');
-        assert_eq!(crate::core::slot_map::SlotMap::parse(&m.to_json()), Ok(m.clone()));
+        assert_eq!(
+            crate::core::slot_map::SlotMap::parse(&m.to_json()),
+            Ok(m.clone())
+        );
     }
 }
 
 /// `models.json`.
 pub fn models_json(data: &[u8]) {
-    let Ok(text) = std::str::from_utf8(data) else { return };
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
     if let Ok(mut c) = crate::core::catalog::Catalog::parse(text) {
         c.link_wasm_variants();
         for m in &c.models {
@@ -46,7 +58,9 @@ pub fn models_json(data: &[u8]) {
 pub fn onnx(data: &[u8]) {
     use crate::export::graph::OnnxModel;
     let path = Path::new("/nonexistent/readout-fuzz/model.onnx");
-    let Ok(m) = OnnxModel::decode(data, path) else { return };
+    let Ok(m) = OnnxModel::decode(data, path) else {
+        return;
+    };
     let _ = crate::export::inspect::inspect(&m, 4);
     let _ = crate::export::rows::head_rows(&m, &[0, 1]);
     let _ = crate::export::rows::int8_input_block(&m);

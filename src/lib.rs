@@ -13,9 +13,9 @@ pub mod bindings;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;
 #[cfg(not(target_arch = "wasm32"))]
-pub mod model_dir;
-#[cfg(not(target_arch = "wasm32"))]
 pub mod export;
 #[cfg(not(target_arch = "wasm32"))]
 #[doc(hidden)]
 pub mod fuzz;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod model_dir;

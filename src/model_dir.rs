@@ -11,7 +11,13 @@ use crate::runtime::native::{NativeOptions, NativeRuntime};
 
 /// Graph file names tried under `onnx/`, best first for a CPU runtime that
 /// runs every dtype.
-const ONNX_COMMUNITY: [&str; 5] = ["model_q4f16.onnx", "model_q4.onnx", "model_fp16.onnx", "model.onnx", "model_quantized.onnx"];
+const ONNX_COMMUNITY: [&str; 5] = [
+    "model_q4f16.onnx",
+    "model_q4.onnx",
+    "model_fp16.onnx",
+    "model.onnx",
+    "model_quantized.onnx",
+];
 
 #[derive(Debug, Clone)]
 pub struct ModelDir {
@@ -24,7 +30,10 @@ pub struct ModelDir {
 }
 
 fn file_err(path: &Path, message: impl Into<String>) -> EngineError {
-    EngineError::ModelFile { file: path.display().to_string(), message: message.into() }
+    EngineError::ModelFile {
+        file: path.display().to_string(),
+        message: message.into(),
+    }
 }
 
 fn require(path: PathBuf) -> Result<PathBuf, EngineError> {
@@ -41,7 +50,11 @@ impl ModelDir {
     pub fn open(path: &Path) -> Result<Self, EngineError> {
         let (root, graph) = if path.extension().is_some_and(|e| e == "onnx") {
             let parent = path.parent().unwrap_or(Path::new("."));
-            let root = if parent.file_name().is_some_and(|n| n == "onnx") { parent.parent().unwrap_or(parent) } else { parent };
+            let root = if parent.file_name().is_some_and(|n| n == "onnx") {
+                parent.parent().unwrap_or(parent)
+            } else {
+                parent
+            };
             (root.to_path_buf(), require(path.to_path_buf())?)
         } else {
             if !path.is_dir() {
@@ -65,18 +78,27 @@ impl ModelDir {
             config: require(root.join("config.json"))?,
             tokenizer: require(root.join("tokenizer.json"))?,
             slot_map: slot_map.exists().then_some(slot_map),
-            model_id: root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            model_id: root
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
             root,
             graph,
         })
     }
 
     pub fn assets(&self) -> Result<ModelAssets, EngineError> {
-        let read_text = |p: &Path| std::fs::read_to_string(p).map_err(|e| file_err(p, e.to_string()));
-        let tokenizer_json = std::fs::read(&self.tokenizer).map_err(|e| file_err(&self.tokenizer, e.to_string()))?;
+        let read_text =
+            |p: &Path| std::fs::read_to_string(p).map_err(|e| file_err(p, e.to_string()));
+        let tokenizer_json =
+            std::fs::read(&self.tokenizer).map_err(|e| file_err(&self.tokenizer, e.to_string()))?;
         // A truncated tokenizer.json fails as JSON; name the file, not just the parser.
-        serde_json::from_slice::<serde_json::Value>(&tokenizer_json)
-            .map_err(|e| file_err(&self.tokenizer, format!("is not valid JSON (truncated?): {e}")))?;
+        serde_json::from_slice::<serde_json::Value>(&tokenizer_json).map_err(|e| {
+            file_err(
+                &self.tokenizer,
+                format!("is not valid JSON (truncated?): {e}"),
+            )
+        })?;
         let config_json = read_text(&self.config)?;
         serde_json::from_str::<serde_json::Value>(&config_json)
             .map_err(|e| file_err(&self.config, format!("is not valid JSON (truncated?): {e}")))?;
@@ -85,17 +107,23 @@ impl ModelDir {
             config_json,
             tokenizer_json,
             slot_map_json: self.slot_map.as_deref().map(read_text).transpose()?,
-            head_rows_json: Some(self.root.join("head_rows.json")).filter(|p| p.is_file()).as_deref().map(read_text).transpose()?,
+            head_rows_json: Some(self.root.join("head_rows.json"))
+                .filter(|p| p.is_file())
+                .as_deref()
+                .map(read_text)
+                .transpose()?,
         })
     }
 
     pub fn read_config(&self) -> Result<ModelConfig, EngineError> {
-        let text = std::fs::read_to_string(&self.config).map_err(|e| file_err(&self.config, e.to_string()))?;
+        let text = std::fs::read_to_string(&self.config)
+            .map_err(|e| file_err(&self.config, e.to_string()))?;
         Ok(ModelConfig::parse(&text)?)
     }
 
     pub fn read_tokenizer(&self) -> Result<TextTokenizer, EngineError> {
-        let bytes = std::fs::read(&self.tokenizer).map_err(|e| file_err(&self.tokenizer, e.to_string()))?;
+        let bytes =
+            std::fs::read(&self.tokenizer).map_err(|e| file_err(&self.tokenizer, e.to_string()))?;
         Ok(TextTokenizer::from_json(&bytes)?)
     }
 
@@ -112,12 +140,17 @@ impl ModelDir {
 pub fn resolve(arg: &Path) -> Result<PathBuf, EngineError> {
     let s = arg.to_string_lossy();
     match s.split_once(".json#") {
-        Some((catalog, id)) => crate::export::catalog::checked_dir(Path::new(&format!("{catalog}.json")), id),
+        Some((catalog, id)) => {
+            crate::export::catalog::checked_dir(Path::new(&format!("{catalog}.json")), id)
+        }
         None => Ok(arg.to_path_buf()),
     }
 }
 
 /// Opens a model directory and builds a proven engine over it.
-pub fn open_engine(path: &Path, opts: &NativeOptions) -> Result<Engine<NativeRuntime>, EngineError> {
+pub fn open_engine(
+    path: &Path,
+    opts: &NativeOptions,
+) -> Result<Engine<NativeRuntime>, EngineError> {
     pollster::block_on(ModelDir::open(path)?.engine(opts))
 }

@@ -23,19 +23,32 @@ fn score_with_check_matches_the_uncached_forward() {
         .arg(&path)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let decisions = v["decisions"].as_array().unwrap();
     assert_eq!(decisions.len(), state.criteria.len());
     for (d, c) in decisions.iter().zip(&state.criteria) {
         assert_eq!(d["id"], c.id.as_str());
         assert_eq!(d["probs"].as_array().unwrap().len(), c.options.len());
-        let sum: f64 = d["probs"].as_array().unwrap().iter().map(|p| p["p"].as_f64().unwrap()).sum();
+        let sum: f64 = d["probs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["p"].as_f64().unwrap())
+            .sum();
         assert!((sum - 1.0).abs() < 1e-9);
         assert!(d["allowed_mass"].as_f64().is_some());
         assert!(d["ms"].as_f64().unwrap() >= 0.0);
     }
-    assert!(v["check"]["max_abs_dp"].as_f64().unwrap() <= 1e-5, "{}", v["check"]);
+    assert!(
+        v["check"]["max_abs_dp"].as_f64().unwrap() <= 1e-5,
+        "{}",
+        v["check"]
+    );
     assert_eq!(v["check"]["argmax_changed"].as_array().unwrap().len(), 0);
 }
 
@@ -43,7 +56,11 @@ fn score_with_check_matches_the_uncached_forward() {
 fn evaluate_writes_a_report_with_every_metric() {
     let dir = temp_dir("cli-eval");
     let fixture_path = dir.join("small.jsonl");
-    let lines: Vec<String> = fixture().iter().take(3).map(|s| serde_json::to_string(s).unwrap()).collect();
+    let lines: Vec<String> = fixture()
+        .iter()
+        .take(3)
+        .map(|s| serde_json::to_string(s).unwrap())
+        .collect();
     std::fs::write(&fixture_path, lines.join("\n")).unwrap();
     let report = dir.join("report.json");
     let out = readout()
@@ -55,15 +72,30 @@ fn evaluate_writes_a_report_with_every_metric() {
         .arg(&report)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let table = String::from_utf8_lossy(&out.stdout);
-    assert!(table.contains("overall") && table.contains("mean family balanced accuracy"), "{table}");
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(
+        table.contains("overall") && table.contains("mean family balanced accuracy"),
+        "{table}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     let n: usize = fixture().iter().take(3).map(|s| s.criteria.len()).sum();
     assert_eq!(v["criteria"], n);
     assert_eq!(v["rows"].as_array().unwrap().len(), n);
     let overall = &v["report"]["overall"];
-    for k in ["accuracy", "balanced_accuracy", "ece", "brier", "nll", "order_unstable"] {
+    for k in [
+        "accuracy",
+        "balanced_accuracy",
+        "ece",
+        "brier",
+        "nll",
+        "order_unstable",
+    ] {
         assert!(overall[k].is_number(), "{k} missing from {overall}");
     }
     assert!(v["seconds"].as_f64().unwrap() > 0.0);
@@ -76,13 +108,25 @@ fn bad_state_file_and_missing_model_fail_with_a_named_error() {
     let dir = temp_dir("cli-bad");
     let path = dir.join("state.json");
     std::fs::write(&path, r#"{"id":"s","evidence":"e","criteria":[{"id":"c","question":"Q?","options":[{"id":"a","description":"x"}]}]}"#).unwrap();
-    let out = readout().args(["score", "--model"]).arg(model_path(Q4)).arg("--state").arg(&path).output().unwrap();
+    let out = readout()
+        .args(["score", "--model"])
+        .arg(model_path(Q4))
+        .arg("--state")
+        .arg(&path)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("at least 2"), "{err}");
     let good = dir.join("good.json");
     std::fs::write(&good, serde_json::to_string(&fixture()[0]).unwrap()).unwrap();
-    let out = readout().args(["score", "--model"]).arg(dir.join("nowhere")).arg("--state").arg(&good).output().unwrap();
+    let out = readout()
+        .args(["score", "--model"])
+        .arg(dir.join("nowhere"))
+        .arg("--state")
+        .arg(&good)
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("nowhere"));
 }
@@ -93,7 +137,11 @@ fn fails(args: &[&std::ffi::OsStr]) -> String {
     let out = readout().args(args).output().unwrap();
     assert!(!out.status.success(), "{args:?} succeeded");
     // Every refusal here comes before a model is loaded or a thread started.
-    assert!(t0.elapsed().as_secs() < 20, "{args:?} took {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed().as_secs() < 20,
+        "{args:?} took {:?}",
+        t0.elapsed()
+    );
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
@@ -111,21 +159,55 @@ fn a_pretty_printed_state_reports_its_real_error_with_line_and_column() {
     let dir = temp_dir("cli-pretty");
     let path = dir.join("state.json");
     // A wrong type on the line of the "refund" criterion's question.
-    let text = pretty_state().replace("\"question\": \"Does the customer ask for a refund?\"", "\"question\": 42");
-    let line = text.lines().position(|l| l.contains("\"question\": 42")).unwrap() + 1;
+    let text = pretty_state().replace(
+        "\"question\": \"Does the customer ask for a refund?\"",
+        "\"question\": 42",
+    );
+    let line = text
+        .lines()
+        .position(|l| l.contains("\"question\": 42"))
+        .unwrap()
+        + 1;
     std::fs::write(&path, &text).unwrap();
-    let err = fails(&[os("score"), os("--model"), os("nowhere"), os("--state"), path.as_os_str()]);
-    assert!(err.contains(&format!("line {line} column")) && err.contains("invalid type: integer `42`"), "{err}");
+    let err = fails(&[
+        os("score"),
+        os("--model"),
+        os("nowhere"),
+        os("--state"),
+        path.as_os_str(),
+    ]);
+    assert!(
+        err.contains(&format!("line {line} column")) && err.contains("invalid type: integer `42`"),
+        "{err}"
+    );
     assert!(!err.contains("EOF"), "{err}");
     // A missing field: serde's message, not JSONL's "line 1: EOF".
     let text = pretty_state().replacen("  \"evidence\":", "  \"evidenc\":", 1);
     std::fs::write(&path, &text).unwrap();
-    let err = fails(&[os("score"), os("--model"), os("nowhere"), os("--state"), path.as_os_str()]);
-    assert!(err.contains("unknown field \"evidenc\"; did you mean \"evidence\""), "{err}");
+    let err = fails(&[
+        os("score"),
+        os("--model"),
+        os("nowhere"),
+        os("--state"),
+        path.as_os_str(),
+    ]);
+    assert!(
+        err.contains("unknown field \"evidenc\"; did you mean \"evidence\""),
+        "{err}"
+    );
     let text = pretty_state().replacen("\"answer\": \"billing\"", "\"answr\": \"billing\"", 1);
     std::fs::write(&path, &text).unwrap();
-    let err = fails(&[os("score"), os("--model"), os("nowhere"), os("--state"), path.as_os_str()]);
-    assert!(err.contains("criteria[0]: unknown field \"answr\"; did you mean \"answer\""), "{err}");
+    let err = fails(&[
+        os("score"),
+        os("--model"),
+        os("nowhere"),
+        os("--state"),
+        path.as_os_str(),
+    ]);
+    assert!(
+        err.contains("criteria[0]: unknown field \"answr\"; did you mean \"answer\""),
+        "{err}"
+    );
 }
 
 #[test]
@@ -133,13 +215,38 @@ fn duplicate_or_empty_ids_and_empty_evidence_are_refused_by_name() {
     let dir = temp_dir("cli-ids");
     let path = dir.join("state.json");
     let cases = [
-        (pretty_state().replace("\"id\": \"refund\"", "\"id\": \"team\""), "criterion id \"team\" appears more than once"),
-        (pretty_state().replace("\"id\": \"refund\"", "\"id\": \"\""), "criteria[1].id is empty"),
-        (pretty_state().lines().map(|l| if l.starts_with("  \"evidence\":") { "  \"evidence\": \" \\n \"," } else { l }).collect::<Vec<_>>().join("\n"), "evidence is empty"),
+        (
+            pretty_state().replace("\"id\": \"refund\"", "\"id\": \"team\""),
+            "criterion id \"team\" appears more than once",
+        ),
+        (
+            pretty_state().replace("\"id\": \"refund\"", "\"id\": \"\""),
+            "criteria[1].id is empty",
+        ),
+        (
+            pretty_state()
+                .lines()
+                .map(|l| {
+                    if l.starts_with("  \"evidence\":") {
+                        "  \"evidence\": \" \\n \","
+                    } else {
+                        l
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            "evidence is empty",
+        ),
     ];
     for (text, needle) in cases {
         std::fs::write(&path, &text).unwrap();
-        let err = fails(&[os("score"), os("--model"), os("nowhere"), os("--state"), path.as_os_str()]);
+        let err = fails(&[
+            os("score"),
+            os("--model"),
+            os("nowhere"),
+            os("--state"),
+            path.as_os_str(),
+        ]);
         assert!(err.contains(needle), "{needle:?} not in {err}");
     }
 }
@@ -148,8 +255,17 @@ fn duplicate_or_empty_ids_and_empty_evidence_are_refused_by_name() {
 fn threads_are_bounded_and_the_error_gives_the_bound() {
     let max = std::thread::available_parallelism().unwrap().get() * 4;
     for n in ["9999", "0"] {
-        let err = fails(&[os("--threads"), os(n), os("info"), os("--model"), os("nowhere")]);
-        assert!(err.contains(&format!("--threads {n}: must be 1 to {max}")), "{err}");
+        let err = fails(&[
+            os("--threads"),
+            os(n),
+            os("info"),
+            os("--model"),
+            os("nowhere"),
+        ]);
+        assert!(
+            err.contains(&format!("--threads {n}: must be 1 to {max}")),
+            "{err}"
+        );
     }
 }
 
@@ -157,14 +273,46 @@ fn threads_are_bounded_and_the_error_gives_the_bound() {
 fn score_refuses_a_multi_state_file_unless_given_an_index() {
     let dir = temp_dir("cli-multi");
     let path = dir.join("states.jsonl");
-    let lines: Vec<String> = fixture().iter().take(3).map(|s| serde_json::to_string(s).unwrap()).collect();
+    let lines: Vec<String> = fixture()
+        .iter()
+        .take(3)
+        .map(|s| serde_json::to_string(s).unwrap())
+        .collect();
     std::fs::write(&path, lines.join("\n")).unwrap();
-    let err = fails(&[os("score"), os("--model"), os("nowhere"), os("--state"), path.as_os_str()]);
-    assert!(err.contains("holds 3 states; pass --index N (0 to 2)"), "{err}");
-    let err = fails(&[os("score"), os("--model"), os("nowhere"), os("--state"), path.as_os_str(), os("--index"), os("3")]);
-    assert!(err.contains("--index 3") && err.contains("holds 3 states"), "{err}");
+    let err = fails(&[
+        os("score"),
+        os("--model"),
+        os("nowhere"),
+        os("--state"),
+        path.as_os_str(),
+    ]);
+    assert!(
+        err.contains("holds 3 states; pass --index N (0 to 2)"),
+        "{err}"
+    );
+    let err = fails(&[
+        os("score"),
+        os("--model"),
+        os("nowhere"),
+        os("--state"),
+        path.as_os_str(),
+        os("--index"),
+        os("3"),
+    ]);
+    assert!(
+        err.contains("--index 3") && err.contains("holds 3 states"),
+        "{err}"
+    );
     // With an index in range the state is taken and the model is what fails.
-    let err = fails(&[os("score"), os("--model"), os("nowhere"), os("--state"), path.as_os_str(), os("--index"), os("2")]);
+    let err = fails(&[
+        os("score"),
+        os("--model"),
+        os("nowhere"),
+        os("--state"),
+        path.as_os_str(),
+        os("--index"),
+        os("2"),
+    ]);
     assert!(err.contains("nowhere"), "{err}");
 }
 
@@ -173,15 +321,35 @@ fn evaluate_refuses_a_fixture_without_answers_and_an_unwritable_out_before_runni
     let dir = temp_dir("cli-eval-refusals");
     let fixture_path = dir.join("small.jsonl");
     let mut states: Vec<_> = fixture().into_iter().take(2).collect();
-    let with_answers: Vec<String> = states.iter().map(|s| serde_json::to_string(s).unwrap()).collect();
+    let with_answers: Vec<String> = states
+        .iter()
+        .map(|s| serde_json::to_string(s).unwrap())
+        .collect();
     std::fs::write(&fixture_path, with_answers.join("\n")).unwrap();
     // --out under a file: refused before the model is even looked at.
     let blocker = dir.join("a-file");
     std::fs::write(&blocker, b"x").unwrap();
     let out = blocker.join("report.json");
-    let err = fails(&[os("evaluate"), fixture_path.as_os_str(), os("--model"), os("nowhere"), os("--out"), out.as_os_str()]);
-    assert!(err.contains("--out") && err.contains("checked before the run"), "{err}");
-    let err = fails(&[os("evaluate"), fixture_path.as_os_str(), os("--model"), os("nowhere"), os("--out"), dir.as_os_str()]);
+    let err = fails(&[
+        os("evaluate"),
+        fixture_path.as_os_str(),
+        os("--model"),
+        os("nowhere"),
+        os("--out"),
+        out.as_os_str(),
+    ]);
+    assert!(
+        err.contains("--out") && err.contains("checked before the run"),
+        "{err}"
+    );
+    let err = fails(&[
+        os("evaluate"),
+        fixture_path.as_os_str(),
+        os("--model"),
+        os("nowhere"),
+        os("--out"),
+        dir.as_os_str(),
+    ]);
     assert!(err.contains("is a directory"), "{err}");
     assert_eq!(std::fs::read(&blocker).unwrap(), b"x");
 
@@ -190,9 +358,19 @@ fn evaluate_refuses_a_fixture_without_answers_and_an_unwritable_out_before_runni
             c.answer = None;
         }
     }
-    let lines: Vec<String> = states.iter().map(|s| serde_json::to_string(s).unwrap()).collect();
+    let lines: Vec<String> = states
+        .iter()
+        .map(|s| serde_json::to_string(s).unwrap())
+        .collect();
     std::fs::write(&fixture_path, lines.join("\n")).unwrap();
-    let err = fails(&[os("evaluate"), fixture_path.as_os_str(), os("--model"), os("nowhere"), os("--out"), dir.join("r.json").as_os_str()]);
+    let err = fails(&[
+        os("evaluate"),
+        fixture_path.as_os_str(),
+        os("--model"),
+        os("nowhere"),
+        os("--out"),
+        dir.join("r.json").as_os_str(),
+    ]);
     assert!(err.contains("no criterion has an answer"), "{err}");
 }
 
@@ -200,8 +378,20 @@ fn evaluate_refuses_a_fixture_without_answers_and_an_unwritable_out_before_runni
 fn prune_refuses_fewer_than_two_letters_naming_the_count() {
     let dir = temp_dir("cli-letters");
     let out = dir.join("pruned");
-    for (letters, needle) in [("A", "\"A\": 1 letters; a pruned head must keep 2 to 20"), ("ABCDEFGHIJKLMNOPQRSTA", "21 letters"), ("ABA", "'A' is not one of"), ("AZ", "'Z' is not one of")] {
-        let err = fails(&[os("prune"), os("nowhere"), os("--letters"), os(letters), os("-o"), out.as_os_str()]);
+    for (letters, needle) in [
+        ("A", "\"A\": 1 letters; a pruned head must keep 2 to 20"),
+        ("ABCDEFGHIJKLMNOPQRSTA", "21 letters"),
+        ("ABA", "'A' is not one of"),
+        ("AZ", "'Z' is not one of"),
+    ] {
+        let err = fails(&[
+            os("prune"),
+            os("nowhere"),
+            os("--letters"),
+            os(letters),
+            os("-o"),
+            out.as_os_str(),
+        ]);
         assert!(err.contains(needle), "{needle:?} not in {err}");
     }
     assert!(!out.exists());

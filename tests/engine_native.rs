@@ -14,20 +14,45 @@ toaster, ships from the Leeds warehouse, and was paid by card. The customer aske
 
 fn crits() -> Vec<readout::core::fixture::Criterion> {
     vec![
-        criterion("who", "Who placed the order?", &["Dana Whitfield", "The Leeds warehouse", "A courier"]),
-        criterion("kettles", "How many kettles are in the order?", &["One", "Two", "Three", "Four"]),
+        criterion(
+            "who",
+            "Who placed the order?",
+            &["Dana Whitfield", "The Leeds warehouse", "A courier"],
+        ),
+        criterion(
+            "kettles",
+            "How many kettles are in the order?",
+            &["One", "Two", "Three", "Four"],
+        ),
         criterion("card", "Was the order paid by card?", &["Yes", "No"]),
-        criterion("day", "On which day was it placed?", &["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]),
+        criterion(
+            "day",
+            "On which day was it placed?",
+            &[
+                "Monday",
+                "Tuesday",
+                "Wednesday",
+                "Thursday",
+                "Friday",
+                "Saturday",
+            ],
+        ),
     ]
 }
 
 fn check<T>(r: Result<T, EngineError>, needle: &str) {
-    let msg = r.err().unwrap_or_else(|| panic!("expected an error containing {needle:?}")).to_string();
+    let msg = r
+        .err()
+        .unwrap_or_else(|| panic!("expected an error containing {needle:?}"))
+        .to_string();
     assert!(msg.contains(needle), "{msg:?} lacks {needle:?}");
 }
 
 fn max_dp(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f64::max)
 }
 
 /// DESIGN §6.2: the cached prefix must equal one uncached forward of the same ids.
@@ -38,13 +63,22 @@ fn cached_equals_uncached(model: &str, tol: f64) {
         for (k, s) in fixture().iter().take(4).enumerate() {
             let id = e.prefill(s).await.unwrap();
             let debias = if k == 0 { Debias::Cyclic } else { Debias::None };
-            let opts = ScoreOptions { debias, allowed_mass: true };
+            let opts = ScoreOptions {
+                debias,
+                allowed_mass: true,
+            };
             for c in &s.criteria {
                 let cached = e.score(id, c, &opts).await.unwrap();
                 let fresh = e.score_uncached(id, c, &opts).await.unwrap();
-                assert_eq!(cached.answer, fresh.answer, "{model} {}: argmax changed", c.id);
+                assert_eq!(
+                    cached.answer, fresh.answer,
+                    "{model} {}: argmax changed",
+                    c.id
+                );
                 worst = worst.max(max_dp(&cached.p(), &fresh.p()));
-                let am = cached.allowed_mass.expect("unpruned model reports allowed_mass");
+                let am = cached
+                    .allowed_mass
+                    .expect("unpruned model reports allowed_mass");
                 assert!(am > 0.0 && am < 1.0, "allowed_mass {am}");
                 assert_eq!(cached.order_unstable.is_some(), debias == Debias::Cyclic);
             }
@@ -70,7 +104,10 @@ fn exactly_one_convention_agrees_and_the_other_is_measured_to_disagree() {
     for model in [Q4, Q4F16] {
         let e = engine(model);
         let p = e.proof();
-        assert!(p.probe_head_tokens >= 64 && p.probe_suffix_tokens >= 40, "{p:?}");
+        assert!(
+            p.probe_head_tokens >= 64 && p.probe_suffix_tokens >= 40,
+            "{p:?}"
+        );
         assert_eq!(p.convention, Convention::MaskPastAndSuffix, "{model}");
         assert_eq!(p.candidates.len(), 2);
         let winner = p.candidates.iter().find(|c| c.agrees).unwrap();
@@ -78,7 +115,10 @@ fn exactly_one_convention_agrees_and_the_other_is_measured_to_disagree() {
         let loser = p.candidates.iter().find(|c| !c.agrees).unwrap();
         assert_eq!(loser.convention, Convention::MaskSuffixOnly);
         match (loser.max_dp, &loser.error) {
-            (Some(dp), None) => assert!(dp > 10.0 * p.tolerance, "{model}: wrong convention only {dp:e} away"),
+            (Some(dp), None) => assert!(
+                dp > 10.0 * p.tolerance,
+                "{model}: wrong convention only {dp:e} away"
+            ),
             (None, Some(_)) => {}
             other => panic!("{other:?}"),
         }
@@ -91,8 +131,16 @@ fn exactly_one_convention_agrees_and_the_other_is_measured_to_disagree() {
 fn readslots_agrees_on_full_last_and_pruned_views_of_real_logits() {
     let e = engine(Q4);
     let letters = e.info().letters.letter_ids;
-    let ids = e.tokenizer().encode("The answer to the question is").unwrap();
-    let mut rt = readout::runtime::native::NativeRuntime::load(&model_path(Q4).join("model.onnx"), &opts(), [2, 16]).unwrap();
+    let ids = e
+        .tokenizer()
+        .encode("The answer to the question is")
+        .unwrap();
+    let mut rt = readout::runtime::native::NativeRuntime::load(
+        &model_path(Q4).join("model.onnx"),
+        &opts(),
+        [2, 16],
+    )
+    .unwrap();
     let sig = rt.signature().clone();
     let step = readout::engine::convention::derive(Convention::MaskPastAndSuffix, &sig, 0, &ids);
     let full = block_on(rt.run(&step, None, false)).unwrap().logits;
@@ -102,10 +150,19 @@ fn readslots_agrees_on_full_last_and_pruned_views_of_real_logits() {
     let last = readout::core::logits::Logits::f32(vec![1, 1, v], last_row.clone());
     let k = 5;
     let cols: Vec<usize> = letters[..k].iter().map(|&i| i as usize).collect();
-    let pruned = readout::core::logits::Logits::f32(vec![1, 1, k], cols.iter().map(|&c| last_row[c]).collect());
+    let pruned = readout::core::logits::Logits::f32(
+        vec![1, 1, k],
+        cols.iter().map(|&c| last_row[c]).collect(),
+    );
     let a = read_slots(&full, &HeadColumns::Vocab { vocab: v }, &cols, true).unwrap();
     let b = read_slots(&last, &HeadColumns::Vocab { vocab: v }, &cols, true).unwrap();
-    let c = read_slots(&pruned, &HeadColumns::Pruned { rows: k }, &(0..k).collect::<Vec<_>>(), false).unwrap();
+    let c = read_slots(
+        &pruned,
+        &HeadColumns::Pruned { rows: k },
+        &(0..k).collect::<Vec<_>>(),
+        false,
+    )
+    .unwrap();
     assert_eq!(a, b);
     assert_eq!(a.probs, c.probs);
     assert_eq!(a.logits, c.logits);
@@ -119,10 +176,16 @@ fn bad_input_is_named_and_the_engine_stays_usable() {
     block_on(async {
         let id = e.prefill(&state(EVIDENCE)).await.unwrap();
         let baseline = e.score(id, &ok, &opts).await.unwrap();
-        check(e.score(id, &criterion("one", "Q?", &["only"]), &opts).await, "at least 2");
+        check(
+            e.score(id, &criterion("one", "Q?", &["only"]), &opts).await,
+            "at least 2",
+        );
         let many: Vec<String> = (0..21).map(|i| format!("option {i}")).collect();
         let many: Vec<&str> = many.iter().map(String::as_str).collect();
-        check(e.score(id, &criterion("many", "Q?", &many), &opts).await, "at most 20");
+        check(
+            e.score(id, &criterion("many", "Q?", &many), &opts).await,
+            "at most 20",
+        );
         let mut dup = ok.clone();
         dup.options[1].id = dup.options[0].id.clone();
         check(e.score(id, &dup, &opts).await, "appears more than once");
@@ -130,10 +193,16 @@ fn bad_input_is_named_and_the_engine_stays_usable() {
         empty.question = " ".into();
         check(e.score(id, &empty, &opts).await, "question is empty");
         check(e.prefill(&state(" \n ")).await, "evidence is empty");
-        check(e.score_all(id, &[ok.clone(), ok.clone()], &opts).await, "appears more than once (decisions are reported by id)");
+        check(
+            e.score_all(id, &[ok.clone(), ok.clone()], &opts).await,
+            "appears more than once (decisions are reported by id)",
+        );
         // 1,024 positions is the tiny model's context.
         let long = "word ".repeat(1500);
-        check(e.prefill(&state(&long)).await, "exceed the model's context of 1024");
+        check(
+            e.prefill(&state(&long)).await,
+            "exceed the model's context of 1024",
+        );
         let nearly = "word ".repeat(990);
         let tight = e.prefill(&state(&nearly)).await.unwrap();
         check(e.score(tight, &ok, &opts).await, "evidence + criterion");
@@ -146,7 +215,10 @@ fn bad_input_is_named_and_the_engine_stays_usable() {
         // 20 options is the limit, not an error.
         let twenty: Vec<String> = (0..20).map(|i| format!("option {i}")).collect();
         let twenty: Vec<&str> = twenty.iter().map(String::as_str).collect();
-        let d = e.score(id, &criterion("twenty", "Q?", &twenty), &opts).await.unwrap();
+        let d = e
+            .score(id, &criterion("twenty", "Q?", &twenty), &opts)
+            .await
+            .unwrap();
         assert_eq!(d.probs.len(), 20);
         assert!((d.p().iter().sum::<f64>() - 1.0).abs() < 1e-9);
         assert_eq!(d.probs[19].letter, "T");
@@ -160,9 +232,17 @@ fn disposal_returns_the_live_tensor_count() {
     block_on(async {
         let mut ids = Vec::new();
         for i in 0..10 {
-            ids.push(e.prefill(&state(&format!("{EVIDENCE} Note {i}."))).await.unwrap());
+            ids.push(
+                e.prefill(&state(&format!("{EVIDENCE} Note {i}.")))
+                    .await
+                    .unwrap(),
+            );
         }
-        assert_eq!(e.live_kv_tensors(), 10 * 2 * 2, "2 layers × key/value per state");
+        assert_eq!(
+            e.live_kv_tensors(),
+            10 * 2 * 2,
+            "2 layers × key/value per state"
+        );
         for id in ids {
             e.dispose(id).unwrap();
         }
@@ -178,7 +258,17 @@ fn debias_scores_every_rotation_and_reports_stability() {
         let id = e.prefill(&state(EVIDENCE)).await.unwrap();
         for c in crits() {
             let plain = e.score(id, &c, &ScoreOptions::default()).await.unwrap();
-            let deb = e.score(id, &c, &ScoreOptions { debias: Debias::Cyclic, allowed_mass: true }).await.unwrap();
+            let deb = e
+                .score(
+                    id,
+                    &c,
+                    &ScoreOptions {
+                        debias: Debias::Cyclic,
+                        allowed_mass: true,
+                    },
+                )
+                .await
+                .unwrap();
             assert!(plain.order_unstable.is_none());
             assert!(deb.order_unstable.is_some());
             assert!((deb.p().iter().sum::<f64>() - 1.0).abs() < 1e-9);

@@ -6,7 +6,9 @@
 use std::path::Path;
 
 fn replay(target: &str, f: fn(&[u8])) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(target);
     let mut n = 0;
     for e in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let p = e.unwrap().path();

@@ -18,10 +18,14 @@ fn gpu() -> GpuReadout {
 
 /// Deterministic logits with a spread like a real head's.
 fn synthetic(n: usize, seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     (0..n)
         .map(|_| {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             ((x >> 33) as f64 / (1u64 << 31) as f64 * 16.0 - 8.0) as f32
         })
         .collect()
@@ -47,10 +51,18 @@ fn agree(g: &GpuReadout, logits: &Logits, head: HeadColumns, columns: &[u32]) {
     assert_eq!(slots.bytes_read_back, (columns.len() + 3) * 4);
     let cols: Vec<usize> = columns.iter().map(|&c| c as usize).collect();
     let cpu = read_slots(logits, &head, &cols, true).unwrap();
-    assert_eq!(slots.logits, cpu.logits, "gathered logits are copied, not computed");
+    assert_eq!(
+        slots.logits, cpu.logits,
+        "gathered logits are copied, not computed"
+    );
     let full = matches!(head, HeadColumns::Vocab { .. });
     let gpu = from_gathered(slots.logits.clone(), full.then_some(slots.log_sum_exp));
-    let dp = gpu.probs.iter().zip(&cpu.probs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    let dp = gpu
+        .probs
+        .iter()
+        .zip(&cpu.probs)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
     assert!(dp <= 1e-12, "probs differ by {dp:e}");
     if full {
         let (a, b) = (gpu.allowed_mass.unwrap(), cpu.allowed_mass.unwrap());
@@ -62,17 +74,40 @@ fn agree(g: &GpuReadout, logits: &Logits, head: HeadColumns, columns: &[u32]) {
 fn kernel_equals_cpu_readslots_on_synthetic_logits() {
     let g = gpu();
     let v = 151936;
-    let letters: Vec<u32> = vec![362, 425, 356, 422, 468, 434, 479, 472, 358, 619, 730, 444, 386, 451, 506, 393, 1207, 431, 328, 350];
+    let letters: Vec<u32> = vec![
+        362, 425, 356, 422, 468, 434, 479, 472, 358, 619, 730, 444, 386, 451, 506, 393, 1207, 431,
+        328, 350,
+    ];
     let data = synthetic(7 * v, 1);
-    agree(&g, &Logits::f32(vec![1, 7, v], data.clone()), HeadColumns::Vocab { vocab: v }, &letters[..4]);
-    agree(&g, &Logits::f32(vec![1, 7, v], data), HeadColumns::Vocab { vocab: v }, &letters);
+    agree(
+        &g,
+        &Logits::f32(vec![1, 7, v], data.clone()),
+        HeadColumns::Vocab { vocab: v },
+        &letters[..4],
+    );
+    agree(
+        &g,
+        &Logits::f32(vec![1, 7, v], data),
+        HeadColumns::Vocab { vocab: v },
+        &letters,
+    );
     // float16, an odd element count (padded to whole words), a smaller vocabulary.
     let w = 49153;
     let data: Vec<f16> = synthetic(3 * w, 2).into_iter().map(f16::from_f32).collect();
-    agree(&g, &Logits::f16(vec![1, 3, w], data), HeadColumns::Vocab { vocab: w }, &[330, 49152, 0, 7]);
+    agree(
+        &g,
+        &Logits::f16(vec![1, 3, w], data),
+        HeadColumns::Vocab { vocab: w },
+        &[330, 49152, 0, 7],
+    );
     // A trimmed, pruned head: [1, 1, K].
     let data = synthetic(20, 3);
-    agree(&g, &Logits::f32(vec![1, 1, 20], data), HeadColumns::Pruned { rows: 20 }, &[0, 1, 2, 3, 4]);
+    agree(
+        &g,
+        &Logits::f32(vec![1, 1, 20], data),
+        HeadColumns::Pruned { rows: 20 },
+        &[0, 1, 2, 3, 4],
+    );
 }
 
 #[test]
@@ -83,12 +118,27 @@ fn kernel_equals_cpu_readslots_on_real_model_logits() {
     for model in [Q4, Q4F16] {
         let e = engine(model);
         let letters: Vec<u32> = e.info().letters.letter_ids;
-        let ids = e.tokenizer().encode("Criterion: Which option?\nOptions:\nA. one\nB. two\nAnswer:").unwrap();
-        let mut rt = readout::runtime::native::NativeRuntime::load(&model_path(model).join("model.onnx"), &opts(), [2, 16]).unwrap();
+        let ids = e
+            .tokenizer()
+            .encode("Criterion: Which option?\nOptions:\nA. one\nB. two\nAnswer:")
+            .unwrap();
+        let mut rt = readout::runtime::native::NativeRuntime::load(
+            &model_path(model).join("model.onnx"),
+            &opts(),
+            [2, 16],
+        )
+        .unwrap();
         let sig = rt.signature().clone();
-        let logits = block_on(rt.run(&derive(candidates(&sig)[0], &sig, 0, &ids), None, false)).unwrap().logits;
+        let logits = block_on(rt.run(&derive(candidates(&sig)[0], &sig, 0, &ids), None, false))
+            .unwrap()
+            .logits;
         assert_eq!(logits.is_f16(), model == Q4F16);
-        agree(&g, &logits, HeadColumns::Vocab { vocab: 151936 }, &letters[..6]);
+        agree(
+            &g,
+            &logits,
+            HeadColumns::Vocab { vocab: 151936 },
+            &letters[..6],
+        );
     }
 }
 
@@ -102,12 +152,23 @@ fn kernel_refuses_non_finite_rows_and_bad_requests() {
     block_on(g.read(&buf, [1, 2, w], false, &[1, 2])).unwrap();
     data[w + 999] = f32::INFINITY; // row 1, outside the letters
     let buf = g.upload(&bytes_f32(&data));
-    let err = block_on(g.read(&buf, [1, 2, w], false, &[1, 2])).unwrap_err().to_string();
+    let err = block_on(g.read(&buf, [1, 2, w], false, &[1, 2]))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("not finite"), "{err}");
-    assert!(block_on(g.read(&buf, [1, 2, w], false, &[1000])).unwrap_err().to_string().contains("outside"));
-    assert!(block_on(g.read(&buf, [1, 3, w], false, &[1])).unwrap_err().to_string().contains("need"));
+    assert!(block_on(g.read(&buf, [1, 2, w], false, &[1000]))
+        .unwrap_err()
+        .to_string()
+        .contains("outside"));
+    assert!(block_on(g.read(&buf, [1, 3, w], false, &[1]))
+        .unwrap_err()
+        .to_string()
+        .contains("need"));
     let many: Vec<u32> = (0..21).collect();
-    assert!(block_on(g.read(&buf, [1, 2, w], false, &many)).unwrap_err().to_string().contains("1 to 20"));
+    assert!(block_on(g.read(&buf, [1, 2, w], false, &many))
+        .unwrap_err()
+        .to_string()
+        .contains("1 to 20"));
     // Still usable afterwards.
     let ok = g.upload(&bytes_f32(&synthetic(w, 5)));
     block_on(g.read(&ok, [1, 1, w], false, &[1, 2])).unwrap();

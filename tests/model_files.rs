@@ -17,7 +17,10 @@ fn truncate(path: &Path, keep: f64) {
 
 fn refused(dir: &Path, needle: &str) -> String {
     let msg = match open_engine(dir, &opts()) {
-        Ok(_) => panic!("{} loaded; expected an error naming {needle:?}", dir.display()),
+        Ok(_) => panic!(
+            "{} loaded; expected an error naming {needle:?}",
+            dir.display()
+        ),
         Err(e) => e.to_string(),
     };
     assert!(msg.contains(needle), "{msg:?} does not name {needle:?}");

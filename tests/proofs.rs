@@ -8,7 +8,9 @@ use common::*;
 use readout::core::logits::LogitsData;
 use readout::engine::{Engine, ModelAssets, ScoreOptions};
 use readout::export::graph::OnnxModel;
-use readout::export::onnx_pb::{dtype, Dimension, TensorShapeProto, TypeProto, TypeTensor, ValueInfoProto};
+use readout::export::onnx_pb::{
+    dtype, Dimension, TensorShapeProto, TypeProto, TypeTensor, ValueInfoProto,
+};
 use readout::model_dir::{open_engine, ModelDir};
 use readout::runtime::native::{NativeKv, NativeRuntime};
 use readout::runtime::{RunOutput, Runtime, RuntimeError, Signature, Step};
@@ -31,7 +33,12 @@ impl Runtime for Faulty {
     fn signature(&self) -> &Signature {
         self.0.signature()
     }
-    async fn run(&mut self, step: &Step, past: Option<&NativeKv>, keep: bool) -> Result<RunOutput<NativeKv>, RuntimeError> {
+    async fn run(
+        &mut self,
+        step: &Step,
+        past: Option<&NativeKv>,
+        keep: bool,
+    ) -> Result<RunOutput<NativeKv>, RuntimeError> {
         let past_len = past.map_or(0, |p| self.0.kv_len(p));
         let mut out = self.0.run(step, past, keep).await?;
         let shift = match self.1 {
@@ -69,14 +76,26 @@ impl Runtime for Faulty {
 fn no_agreeing_convention_is_refused_with_the_measured_differences() {
     let dir = ModelDir::open(&model_path(Q4)).unwrap();
     let assets: ModelAssets = dir.assets().unwrap();
-    let rt = Faulty(NativeRuntime::load(&dir.graph, &opts(), [2, 16]).unwrap(), Fault::CachedRuns);
+    let rt = Faulty(
+        NativeRuntime::load(&dir.graph, &opts(), [2, 16]).unwrap(),
+        Fault::CachedRuns,
+    );
     let err = match block_on(Engine::new(rt, assets)) {
-        Ok(e) => panic!("a runtime whose cached runs are wrong must be refused: {:?}", e.proof()),
+        Ok(e) => panic!(
+            "a runtime whose cached runs are wrong must be refused: {:?}",
+            e.proof()
+        ),
         Err(e) => e.to_string(),
     };
     assert!(err.contains("0 of 2 position conventions agree"), "{err}");
-    assert!(err.contains("MaskPastAndSuffix: max|Δp|") && err.contains("MaskSuffixOnly: max|Δp|"), "{err}");
-    assert!(err.contains("Shorter runs did not help: 64 tokens per run: 0 agree"), "{err}");
+    assert!(
+        err.contains("MaskPastAndSuffix: max|Δp|") && err.contains("MaskSuffixOnly: max|Δp|"),
+        "{err}"
+    );
+    assert!(
+        err.contains("Shorter runs did not help: 64 tokens per run: 0 agree"),
+        "{err}"
+    );
     // The same graph on a sound runtime loads.
     open_engine(&model_path(Q4), &opts()).unwrap();
 }
@@ -84,13 +103,28 @@ fn no_agreeing_convention_is_refused_with_the_measured_differences() {
 #[test]
 fn a_runtime_that_faults_on_long_runs_is_run_in_chunks_and_stays_exact() {
     let dir = ModelDir::open(&model_path(Q4)).unwrap();
-    let rt = Faulty(NativeRuntime::load(&dir.graph, &opts(), [2, 16]).unwrap(), Fault::LongRuns(32));
-    let mut faulty = block_on(Engine::new(rt, dir.assets().unwrap())).expect("a long-run fault is worked around, not refused");
+    let rt = Faulty(
+        NativeRuntime::load(&dir.graph, &opts(), [2, 16]).unwrap(),
+        Fault::LongRuns(32),
+    );
+    let mut faulty = block_on(Engine::new(rt, dir.assets().unwrap()))
+        .expect("a long-run fault is worked around, not refused");
     let report = faulty.proof().clone();
     assert_eq!(report.run_limit, 31, "{:?}", report.run_limit_trials);
     let tried: Vec<usize> = report.run_limit_trials.iter().map(|t| t.tokens).collect();
-    assert_eq!(&tried[..3], &[217, 64, 32], "whole probe, then the ladder: {tried:?}");
-    assert!(report.run_limit_trials.iter().all(|t| (t.tokens < 32) == (t.agreeing == 1)), "{:?}", report.run_limit_trials);
+    assert_eq!(
+        &tried[..3],
+        &[217, 64, 32],
+        "whole probe, then the ladder: {tried:?}"
+    );
+    assert!(
+        report
+            .run_limit_trials
+            .iter()
+            .all(|t| (t.tokens < 32) == (t.agreeing == 1)),
+        "{:?}",
+        report.run_limit_trials
+    );
     // Decisions on the faulty runtime (prefill and suffixes chunked at 31)
     // equal a sound runtime's on the fixture's first states.
     let mut sound = open_engine(&model_path(Q4), &opts()).unwrap();
@@ -98,17 +132,29 @@ fn a_runtime_that_faults_on_long_runs_is_run_in_chunks_and_stays_exact() {
     let so = ScoreOptions::default();
     let mut worst: f64 = 0.0;
     for s in fixture().iter().take(3) {
-        let (a, b) = (block_on(faulty.prefill(s)).unwrap(), block_on(sound.prefill(s)).unwrap());
-        assert!(faulty.head_tokens(a).unwrap() > 31, "the state must be longer than one chunk");
+        let (a, b) = (
+            block_on(faulty.prefill(s)).unwrap(),
+            block_on(sound.prefill(s)).unwrap(),
+        );
+        assert!(
+            faulty.head_tokens(a).unwrap() > 31,
+            "the state must be longer than one chunk"
+        );
         for c in &s.criteria {
-            let (x, y) = (block_on(faulty.score(a, c, &so)).unwrap(), block_on(sound.score(b, c, &so)).unwrap());
+            let (x, y) = (
+                block_on(faulty.score(a, c, &so)).unwrap(),
+                block_on(sound.score(b, c, &so)).unwrap(),
+            );
             assert_eq!(x.answer, y.answer, "{}", c.id);
             for (p, q) in x.p().iter().zip(y.p()) {
                 worst = worst.max((p - q).abs());
             }
         }
     }
-    assert!(worst <= 1e-5, "chunked decisions drift {worst:e} from whole runs");
+    assert!(
+        worst <= 1e-5,
+        "chunked decisions drift {worst:e} from whole runs"
+    );
 }
 
 #[test]
@@ -117,13 +163,19 @@ fn a_graph_where_both_position_conventions_agree_is_refused() {
     // arithmetic, so the graph cannot tell which convention it follows.
     let base = temp_dir("ambiguous");
     let mut m = OnnxModel::load(&model_path(Q4).join("model.onnx")).unwrap();
-    let dim = |p: &str| Dimension { dim_param: Some(p.into()), dim_value: None, denotation: None };
+    let dim = |p: &str| Dimension {
+        dim_param: Some(p.into()),
+        dim_value: None,
+        denotation: None,
+    };
     m.graph_mut().input.push(ValueInfoProto {
         name: Some("position_ids".into()),
         r#type: Some(TypeProto {
             tensor_type: Some(TypeTensor {
                 elem_type: Some(dtype::INT64),
-                shape: Some(TensorShapeProto { dim: vec![dim("batch_size"), dim("sequence_length")] }),
+                shape: Some(TensorShapeProto {
+                    dim: vec![dim("batch_size"), dim("sequence_length")],
+                }),
             }),
             ..Default::default()
         }),
@@ -133,7 +185,14 @@ fn a_graph_where_both_position_conventions_agree_is_refused() {
     for f in ["config.json", "tokenizer.json"] {
         std::fs::copy(model_path(Q4).join(f), base.join(f)).unwrap();
     }
-    let err = open_engine(&base, &opts()).err().expect("an ambiguous graph must be refused").to_string();
+    let err = open_engine(&base, &opts())
+        .err()
+        .expect("an ambiguous graph must be refused")
+        .to_string();
     assert!(err.contains("2 of 2 position conventions agree"), "{err}");
-    assert!(err.contains("PositionsFromPast: max|Δp| 0") && err.contains("PositionsFromPastMinusOne: max|Δp| 0"), "{err}");
+    assert!(
+        err.contains("PositionsFromPast: max|Δp| 0")
+            && err.contains("PositionsFromPastMinusOne: max|Δp| 0"),
+        "{err}"
+    );
 }

@@ -78,11 +78,20 @@ fn every_dangerous_output_is_refused_and_nothing_on_disk_changes() {
     let parent_s = parent.to_str().unwrap();
     let file = work.join("notes.txt");
     let file_s = file.to_str().unwrap();
-    for cmd in [&["trim"][..], &["prune", "--letters", "ABCD"], &["expose-hidden"]] {
+    for cmd in [
+        &["trim"][..],
+        &["prune", "--letters", "ABCD"],
+        &["expose-hidden"],
+    ] {
         for force in [false, true] {
             let f: &[&str] = if force { &["--force"] } else { &[] };
             let run = |cwd: &Path, out: &str, needles: &[&str]| {
-                let args: Vec<&str> = cmd.iter().copied().chain([input_s, "-o", out]).chain(f.iter().copied()).collect();
+                let args: Vec<&str> = cmd
+                    .iter()
+                    .copied()
+                    .chain([input_s, "-o", out])
+                    .chain(f.iter().copied())
+                    .collect();
                 refused(cwd, &args, needles);
             };
             // A directory holding a user's file.
@@ -97,7 +106,10 @@ fn every_dangerous_output_is_refused_and_nothing_on_disk_changes() {
             run(&base, file_s, &[file_s, "not a directory"]);
         }
     }
-    assert!(snapshot(&base) == before, "a refused surgery changed something on disk");
+    assert!(
+        snapshot(&base) == before,
+        "a refused surgery changed something on disk"
+    );
 }
 
 #[test]
@@ -106,7 +118,10 @@ fn a_readout_written_directory_is_replaced_only_with_force() {
     let out = base.join("trimmed");
     let trim = |force: bool| {
         let mut c = readout();
-        c.args(["--threads", "2", "trim"]).arg(&input).arg("-o").arg(&out);
+        c.args(["--threads", "2", "trim"])
+            .arg(&input)
+            .arg("-o")
+            .arg(&out);
         if force {
             c.arg("--force");
         }
@@ -118,18 +133,32 @@ fn a_readout_written_directory_is_replaced_only_with_force() {
     assert!(marker.starts_with("readout trim"), "{marker}");
     let first = snapshot(&out);
     let o = trim(false);
-    assert!(!o.status.success() && stderr(&o).contains("pass --force"), "{}", stderr(&o));
+    assert!(
+        !o.status.success() && stderr(&o).contains("pass --force"),
+        "{}",
+        stderr(&o)
+    );
     assert!(snapshot(&out) == first);
     // Something the user put there is never deleted, --force or not.
     std::fs::write(out.join("results.csv"), b"a,b\n").unwrap();
     let o = trim(true);
-    assert!(!o.status.success() && stderr(&o).contains("\"results.csv\""), "{}", stderr(&o));
+    assert!(
+        !o.status.success() && stderr(&o).contains("\"results.csv\""),
+        "{}",
+        stderr(&o)
+    );
     std::fs::remove_file(out.join("results.csv")).unwrap();
     let o = trim(true);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(out.join("model.onnx").is_file() && out.join(".readout-surgery").is_file());
-    let left: Vec<String> = std::fs::read_dir(&*base).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-    assert!(!left.iter().any(|n| n.starts_with('.')), "temporary directories left: {left:?}");
+    let left: Vec<String> = std::fs::read_dir(&*base)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !left.iter().any(|n| n.starts_with('.')),
+        "temporary directories left: {left:?}"
+    );
 }
 
 #[test]
@@ -137,23 +166,60 @@ fn a_run_killed_mid_way_leaves_a_temp_dir_the_next_run_removes() {
     let (base, input) = tree("out-killed");
     let out = base.join("trimmed");
     let temps = || -> Vec<PathBuf> {
-        std::fs::read_dir(&*base).unwrap().map(|e| e.unwrap().path()).filter(|p| p.file_name().unwrap().to_string_lossy().starts_with(".trimmed.tmp-")).collect()
+        std::fs::read_dir(&*base)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with(".trimmed.tmp-")
+            })
+            .collect()
     };
-    let mut child = readout().args(["--threads", "2", "trim"]).arg(&input).arg("-o").arg(&out).stderr(std::process::Stdio::null()).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let mut child = readout()
+        .args(["--threads", "2", "trim"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let t0 = Instant::now();
     while temps().is_empty() {
-        assert!(child.try_wait().unwrap().is_none(), "trim finished before its temporary directory was seen");
-        assert!(t0.elapsed() < Duration::from_secs(120), "no temporary directory appeared");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "trim finished before its temporary directory was seen"
+        );
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no temporary directory appeared"
+        );
         std::thread::sleep(Duration::from_millis(2));
     }
     child.kill().unwrap(); // SIGKILL: no destructor runs.
     child.wait().unwrap();
     let stale = temps();
-    assert_eq!(stale.len(), 1, "the killed run's temporary directory stays behind");
+    assert_eq!(
+        stale.len(),
+        1,
+        "the killed run's temporary directory stays behind"
+    );
     assert!(!out.exists());
 
-    let o = readout().args(["--threads", "2", "trim"]).arg(&input).arg("-o").arg(&out).output().unwrap();
+    let o = readout()
+        .args(["--threads", "2", "trim"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(out.join("model.onnx").is_file());
-    assert!(temps().is_empty(), "the next run removes the killed run's {:?}", stale);
+    assert!(
+        temps().is_empty(),
+        "the next run removes the killed run's {:?}",
+        stale
+    );
 }

@@ -21,32 +21,60 @@ fn prune_at_2_3_4_and_20_letters_and_expose_hidden_verify_on_smollm2() {
     for id in MODELS {
         let dir = root().join("models").join(id);
         if !dir.join("model.onnx").is_file() {
-            eprintln!("SKIPPED {id}: {} is not built (bash scripts/main.sh builds it)", dir.display());
+            eprintln!(
+                "SKIPPED {id}: {} is not built (bash scripts/main.sh builds it)",
+                dir.display()
+            );
             continue;
         }
         for letters in ["AB", "ABC", "ABCD", "ABCDEFGHIJKLMNOPQRST"] {
             let out = base.join(format!("{id}-pruned-{}", letters.len()));
-            let r = run(&dir, &out, &Op::Prune { letters: letters.into(), tokenizer: None }).unwrap_or_else(|e| panic!("{id} prune {letters}: {e}"));
+            let r = run(
+                &dir,
+                &out,
+                &Op::Prune {
+                    letters: letters.into(),
+                    tokenizer: None,
+                },
+            )
+            .unwrap_or_else(|e| panic!("{id} prune {letters}: {e}"));
             let v = &r.verification;
-            eprintln!("{id} prune {:>2} letters: max |Δ| {:e}, allowed {:e} ({} values)", letters.len(), v.max_abs_diff, v.allowed_abs_diff, v.compared);
+            eprintln!(
+                "{id} prune {:>2} letters: max |Δ| {:e}, allowed {:e} ({} values)",
+                letters.len(),
+                v.max_abs_diff,
+                v.allowed_abs_diff,
+                v.compared
+            );
             assert!(v.max_abs_diff <= v.allowed_abs_diff);
             std::fs::remove_dir_all(&out).unwrap();
         }
         let out = base.join(format!("{id}-hidden"));
-        let r = run(&dir, &out, &Op::ExposeHidden).unwrap_or_else(|e| panic!("{id} expose-hidden: {e}"));
+        let r = run(&dir, &out, &Op::ExposeHidden)
+            .unwrap_or_else(|e| panic!("{id} expose-hidden: {e}"));
         let v = &r.verification;
         let (miss, allowed) = (v.hidden_max_abs_diff.unwrap(), v.hidden_allowed.unwrap());
-        eprintln!("{id} expose-hidden: last_hidden · rows misses by {miss:.3e}, allowed {allowed:.3e}");
+        eprintln!(
+            "{id} expose-hidden: last_hidden · rows misses by {miss:.3e}, allowed {allowed:.3e}"
+        );
         assert!(miss <= allowed);
         let e = readout::model_dir::open_engine(&out, &opts()).unwrap();
-        eprintln!("{id} expose-hidden: engine load-time extraction miss {:.3e}", e.proof().extraction_max_abs_diff.unwrap());
+        eprintln!(
+            "{id} expose-hidden: engine load-time extraction miss {:.3e}",
+            e.proof().extraction_max_abs_diff.unwrap()
+        );
         // Rows of other tokens are still refused under the derived bound.
         let path = out.join("head_rows.json");
-        let mut hr = readout::core::head_rows::HeadRows::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let mut hr =
+            readout::core::head_rows::HeadRows::parse(&std::fs::read_to_string(&path).unwrap())
+                .unwrap();
         hr.rows.rotate_left(1);
         std::fs::write(&path, serde_json::to_string(&hr).unwrap()).unwrap();
         drop(e);
-        let err = readout::model_dir::open_engine(&out, &opts()).err().expect("wrong rows must be refused").to_string();
+        let err = readout::model_dir::open_engine(&out, &opts())
+            .err()
+            .expect("wrong rows must be refused")
+            .to_string();
         assert!(err.contains("misses the returned logits"), "{err}");
         std::fs::remove_dir_all(&out).unwrap();
     }

@@ -28,7 +28,10 @@ pub fn median(xs: Vec<f64>) -> f64 {
 pub(super) fn ids_to_js(prefix: &[u32], suffixes: &[Vec<u32>]) -> JsValue {
     let o = js_sys::Object::new();
     crate::runtime::web::ort::set(&o, "prefix", &Uint32Array::from(prefix).into());
-    let s: Array = suffixes.iter().map(|v| JsValue::from(Uint32Array::from(v.as_slice()))).collect();
+    let s: Array = suffixes
+        .iter()
+        .map(|v| JsValue::from(Uint32Array::from(v.as_slice())))
+        .collect();
     crate::runtime::web::ort::set(&o, "suffixes", &s.into());
     o.into()
 }
@@ -42,7 +45,10 @@ struct BenchRead {
 }
 
 enum Where {
-    Gpu { gpu: crate::gpu::GpuReadout, buf: wgpu::Buffer },
+    Gpu {
+        gpu: crate::gpu::GpuReadout,
+        buf: wgpu::Buffer,
+    },
     Cpu(Logits),
 }
 
@@ -64,24 +70,40 @@ impl ReadoutBench {
         columns: Vec<u32>,
         #[wasm_bindgen(unchecked_param_type = "\"gpu\" | \"cpu\"")] place: String,
     ) -> Result<ReadoutBench, JsValue> {
-        let bits: Vec<u16> = f16_bits.dyn_into::<js_sys::Uint16Array>().map_err(|_| js_err("values: a Uint16Array of float16 bits"))?.to_vec();
+        let bits: Vec<u16> = f16_bits
+            .dyn_into::<js_sys::Uint16Array>()
+            .map_err(|_| js_err("values: a Uint16Array of float16 bits"))?
+            .to_vec();
         let width = bits.len();
         if width == 0 {
             return Err(js_err("values: empty"));
         }
         if let Some(c) = columns.iter().find(|&&c| c as usize >= width) {
-            return Err(js_err(format!("columns: {c} is outside the {width} values")));
+            return Err(js_err(format!(
+                "columns: {c} is outside the {width} values"
+            )));
         }
         let at = match place.as_str() {
             "gpu" => {
-                let dev = crate::gpu::web::request_shared_device().await.map_err(js_err)?;
-                let gpu = crate::gpu::GpuReadout::new(dev.device, dev.queue).await.map_err(js_err)?;
+                let dev = crate::gpu::web::request_shared_device()
+                    .await
+                    .map_err(js_err)?;
+                let gpu = crate::gpu::GpuReadout::new(dev.device, dev.queue)
+                    .await
+                    .map_err(js_err)?;
                 let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
                 let buf = gpu.upload(&bytes);
                 Where::Gpu { gpu, buf }
             }
-            "cpu" => Where::Cpu(Logits::f16(vec![1, 1, width], bits.iter().map(|&b| half::f16::from_bits(b)).collect())),
-            other => return Err(js_err(format!("place: {other:?} is not \"gpu\" or \"cpu\""))),
+            "cpu" => Where::Cpu(Logits::f16(
+                vec![1, 1, width],
+                bits.iter().map(|&b| half::f16::from_bits(b)).collect(),
+            )),
+            other => {
+                return Err(js_err(format!(
+                    "place: {other:?} is not \"gpu\" or \"cpu\""
+                )))
+            }
         };
         Ok(ReadoutBench { at, width, columns })
     }
@@ -89,19 +111,31 @@ impl ReadoutBench {
     pub async fn run(&self) -> Result<JsValue, JsValue> {
         let (logits, lse) = match &self.at {
             Where::Gpu { gpu, buf } => {
-                let g = gpu.read(buf, [1, 1, self.width], true, &self.columns).await.map_err(js_err)?;
+                let g = gpu
+                    .read(buf, [1, 1, self.width], true, &self.columns)
+                    .await
+                    .map_err(js_err)?;
                 (g.logits, g.log_sum_exp)
             }
             Where::Cpu(l) => {
                 let cols: Vec<usize> = self.columns.iter().map(|&c| c as usize).collect();
                 // The engine's own WASM-side readout, allowedMass included.
-                let r = read_slots(l, &HeadColumns::Vocab { vocab: self.width }, &cols, true).map_err(js_err)?;
+                let r = read_slots(l, &HeadColumns::Vocab { vocab: self.width }, &cols, true)
+                    .map_err(js_err)?;
                 let mass = r.allowed_mass.unwrap_or(f64::NAN);
                 let letters = crate::core::readout::log_sum_exp(r.logits.iter().map(|&v| v as f64));
-                return to_js(&BenchRead { log_sum_exp: letters - mass.ln(), logits: r.logits, allowed_mass: mass });
+                return to_js(&BenchRead {
+                    log_sum_exp: letters - mass.ln(),
+                    logits: r.logits,
+                    allowed_mass: mass,
+                });
             }
         };
         let allowed_mass = logits.iter().map(|&v| (v as f64 - lse).exp()).sum();
-        to_js(&BenchRead { logits, log_sum_exp: lse, allowed_mass })
+        to_js(&BenchRead {
+            logits,
+            log_sum_exp: lse,
+            allowed_mass,
+        })
     }
 }

@@ -13,27 +13,38 @@ use crate::runtime::web::ort::{get, message};
 pub type Progress<'a> = &'a dyn Fn(&str, f64, f64);
 
 fn call(obj: &JsValue, method: &str, args: &[JsValue]) -> Result<JsValue, String> {
-    let f: Function = get(obj, method).dyn_into().map_err(|_| format!("{method} is not a function"))?;
+    let f: Function = get(obj, method)
+        .dyn_into()
+        .map_err(|_| format!("{method} is not a function"))?;
     let arr: js_sys::Array = args.iter().collect();
     f.apply(obj, &arr).map_err(|e| message(&e))
 }
 
 async fn await_js(v: JsValue) -> Result<JsValue, String> {
-    JsFuture::from(Promise::resolve(&v)).await.map_err(|e| message(&e))
+    JsFuture::from(Promise::resolve(&v))
+        .await
+        .map_err(|e| message(&e))
 }
 
 /// A resolved absolute URL (`base` is a URL or empty for the page's).
 pub fn resolve(url: &str, base: &str) -> Result<String, String> {
     let ctor = get(&js_sys::global(), "URL");
-    let ctor: Function = ctor.dyn_into().map_err(|_| "URL is not available".to_string())?;
+    let ctor: Function = ctor
+        .dyn_into()
+        .map_err(|_| "URL is not available".to_string())?;
     let args: js_sys::Array = if base.is_empty() {
         let loc = get(&js_sys::global(), "location");
         [JsValue::from_str(url), get(&loc, "href")].iter().collect()
     } else {
-        [JsValue::from_str(url), JsValue::from_str(base)].iter().collect()
+        [JsValue::from_str(url), JsValue::from_str(base)]
+            .iter()
+            .collect()
     };
-    let u = Reflect::construct(&ctor, &args).map_err(|e| format!("URL {url:?}: {}", message(&e)))?;
-    get(&u, "href").as_string().ok_or_else(|| format!("URL {url:?} has no href"))
+    let u =
+        Reflect::construct(&ctor, &args).map_err(|e| format!("URL {url:?}: {}", message(&e)))?;
+    get(&u, "href")
+        .as_string()
+        .ok_or_else(|| format!("URL {url:?} has no href"))
 }
 
 pub struct Fetched {
@@ -42,16 +53,33 @@ pub struct Fetched {
 }
 
 /// Fetches `url`; `Ok(None)` on 404 when `optional`.
-pub async fn fetch(url: &str, label: &str, expect_bytes: Option<u64>, optional: bool, progress: Progress<'_>) -> Result<Option<Fetched>, String> {
-    let resp = await_js(call(&js_sys::global(), "fetch", &[JsValue::from_str(url)])?).await.map_err(|m| format!("{label} ({url}): fetch failed: {m}"))?;
+pub async fn fetch(
+    url: &str,
+    label: &str,
+    expect_bytes: Option<u64>,
+    optional: bool,
+    progress: Progress<'_>,
+) -> Result<Option<Fetched>, String> {
+    let resp = await_js(call(&js_sys::global(), "fetch", &[JsValue::from_str(url)])?)
+        .await
+        .map_err(|m| format!("{label} ({url}): fetch failed: {m}"))?;
     let status = get(&resp, "status").as_f64().unwrap_or(0.0) as u32;
     if status == 404 && optional {
         return Ok(None);
     }
     if !get(&resp, "ok").is_truthy() {
-        return Err(format!("{label} ({url}): HTTP {status}: missing or not served"));
+        return Err(format!(
+            "{label} ({url}): HTTP {status}: missing or not served"
+        ));
     }
-    let header = call(&get(&resp, "headers"), "get", &[JsValue::from_str("content-length")]).ok().and_then(|v| v.as_string()).and_then(|s| s.parse::<f64>().ok());
+    let header = call(
+        &get(&resp, "headers"),
+        "get",
+        &[JsValue::from_str("content-length")],
+    )
+    .ok()
+    .and_then(|v| v.as_string())
+    .and_then(|s| s.parse::<f64>().ok());
     let total = expect_bytes.map(|b| b as f64).or(header).unwrap_or(0.0);
     let reader = call(&get(&resp, "body"), "getReader", &[])?;
     let mut chunks: Vec<Uint8Array> = Vec::new();
@@ -59,11 +87,15 @@ pub async fn fetch(url: &str, label: &str, expect_bytes: Option<u64>, optional: 
     let mut loaded = 0f64;
     progress(label, 0.0, total);
     loop {
-        let r = await_js(call(&reader, "read", &[])?).await.map_err(|m| format!("{label} ({url}): download interrupted: {m}"))?;
+        let r = await_js(call(&reader, "read", &[])?)
+            .await
+            .map_err(|m| format!("{label} ({url}): download interrupted: {m}"))?;
         if get(&r, "done").is_truthy() {
             break;
         }
-        let chunk: Uint8Array = get(&r, "value").dyn_into().map_err(|_| format!("{label}: a chunk is not bytes"))?;
+        let chunk: Uint8Array = get(&r, "value")
+            .dyn_into()
+            .map_err(|_| format!("{label}: a chunk is not bytes"))?;
         hasher.update(chunk.to_vec());
         loaded += chunk.length() as f64;
         chunks.push(chunk);
@@ -80,12 +112,20 @@ pub async fn fetch(url: &str, label: &str, expect_bytes: Option<u64>, optional: 
         out.set(c, at);
         at += c.length();
     }
-    let sha256 = hasher.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let sha256 = hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
     Ok(Some(Fetched { bytes: out, sha256 }))
 }
 
 /// Fetches a small text file.
 pub async fn fetch_text(url: &str, label: &str, optional: bool) -> Result<Option<String>, String> {
-    let Some(f) = fetch(url, label, None, optional, &|_, _, _| {}).await? else { return Ok(None) };
-    String::from_utf8(f.bytes.to_vec()).map(Some).map_err(|e| format!("{label} ({url}): not UTF-8 ({e})"))
+    let Some(f) = fetch(url, label, None, optional, &|_, _, _| {}).await? else {
+        return Ok(None);
+    };
+    String::from_utf8(f.bytes.to_vec())
+        .map(Some)
+        .map_err(|e| format!("{label} ({url}): not UTF-8 ({e})"))
 }

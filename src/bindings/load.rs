@@ -67,21 +67,52 @@ fn utf8(b: &js_sys::Uint8Array, what: &str) -> Result<String, String> {
 }
 
 fn file_name(url: &str) -> String {
-    url.rsplit('/').next().unwrap_or(url).split(['?', '#']).next().unwrap_or(url).to_string()
+    url.rsplit('/')
+        .next()
+        .unwrap_or(url)
+        .split(['?', '#'])
+        .next()
+        .unwrap_or(url)
+        .to_string()
 }
 
-async fn entry_files(entry: &Entry, catalog_url: &str, progress: Progress<'_>) -> Result<Files, String> {
-    let mut f = Files { graph: js_sys::Uint8Array::new_with_length(0), external: vec![], config: String::new(), tokenizer: vec![], slot_map: None, head_rows: None, listed: vec![] };
+async fn entry_files(
+    entry: &Entry,
+    catalog_url: &str,
+    progress: Progress<'_>,
+) -> Result<Files, String> {
+    let mut f = Files {
+        graph: js_sys::Uint8Array::new_with_length(0),
+        external: vec![],
+        config: String::new(),
+        tokenizer: vec![],
+        slot_map: None,
+        head_rows: None,
+        listed: vec![],
+    };
     if entry.file("graph").is_none() {
-        return Err(format!("models.json entry {}: no graph file listed", entry.id));
+        return Err(format!(
+            "models.json entry {}: no graph file listed",
+            entry.id
+        ));
     }
     for file in &entry.files {
         let url = resolve(&file.url, catalog_url)?;
-        let got = fetch(&url, &file.role, Some(file.bytes), false, progress).await?.ok_or_else(|| format!("{} ({url}): missing", file.role))?;
+        let got = fetch(&url, &file.role, Some(file.bytes), false, progress)
+            .await?
+            .ok_or_else(|| format!("{} ({url}): missing", file.role))?;
         if got.sha256 != file.sha256 {
-            return Err(format!("{} ({url}): sha256 {} differs from models.json's {}", file.role, got.sha256, file.sha256));
+            return Err(format!(
+                "{} ({url}): sha256 {} differs from models.json's {}",
+                file.role, got.sha256, file.sha256
+            ));
         }
-        f.listed.push(LoadedFile { role: file.role.clone(), url: url.clone(), bytes: file.bytes, sha256_checked: true });
+        f.listed.push(LoadedFile {
+            role: file.role.clone(),
+            url: url.clone(),
+            bytes: file.bytes,
+            sha256_checked: true,
+        });
         match file.role.as_str() {
             "graph" => f.graph = got.bytes,
             "external_data" => f.external.push((file_name(&file.url), got.bytes)),
@@ -93,18 +124,43 @@ async fn entry_files(entry: &Entry, catalog_url: &str, progress: Progress<'_>) -
         }
     }
     if f.config.is_empty() || f.tokenizer.is_empty() {
-        return Err(format!("models.json entry {}: config and tokenizer files are required", entry.id));
+        return Err(format!(
+            "models.json entry {}: config and tokenizer files are required",
+            entry.id
+        ));
     }
     Ok(f)
 }
 
 async fn dir_files(base: &str, progress: Progress<'_>) -> Result<Files, String> {
-    let mut f = Files { graph: js_sys::Uint8Array::new_with_length(0), external: vec![], config: String::new(), tokenizer: vec![], slot_map: None, head_rows: None, listed: vec![] };
-    let names = [("graph", "model.onnx", false), ("external_data", "model.onnx.data", true), ("config", "config.json", false), ("tokenizer", "tokenizer.json", false), ("slot_map", "slot_map.json", true), ("head_rows", "head_rows.json", true)];
+    let mut f = Files {
+        graph: js_sys::Uint8Array::new_with_length(0),
+        external: vec![],
+        config: String::new(),
+        tokenizer: vec![],
+        slot_map: None,
+        head_rows: None,
+        listed: vec![],
+    };
+    let names = [
+        ("graph", "model.onnx", false),
+        ("external_data", "model.onnx.data", true),
+        ("config", "config.json", false),
+        ("tokenizer", "tokenizer.json", false),
+        ("slot_map", "slot_map.json", true),
+        ("head_rows", "head_rows.json", true),
+    ];
     for (role, name, optional) in names {
         let url = resolve(name, base)?;
-        let Some(got) = fetch(&url, role, None, optional, progress).await? else { continue };
-        f.listed.push(LoadedFile { role: role.into(), url, bytes: got.bytes.length() as u64, sha256_checked: false });
+        let Some(got) = fetch(&url, role, None, optional, progress).await? else {
+            continue;
+        };
+        f.listed.push(LoadedFile {
+            role: role.into(),
+            url,
+            bytes: got.bytes.length() as u64,
+            sha256_checked: false,
+        });
         match role {
             "graph" => f.graph = got.bytes,
             "external_data" => f.external.push((name.to_string(), got.bytes)),
@@ -120,11 +176,19 @@ async fn dir_files(base: &str, progress: Progress<'_>) -> Result<Files, String> 
 fn configure_ort(ort: &Ort, opts: &LoadOptions) {
     let wasm = ort::get(&ort.env(), "wasm");
     if let Some(base) = &opts.ort_base {
-        let base = if base.ends_with('/') { base.clone() } else { format!("{base}/") };
+        let base = if base.ends_with('/') {
+            base.clone()
+        } else {
+            format!("{base}/")
+        };
         ort::set(wasm.unchecked_ref(), "wasmPaths", &JsValue::from_str(&base));
     }
     if let Some(n) = opts.threads {
-        ort::set(wasm.unchecked_ref(), "numThreads", &JsValue::from_f64(n as f64));
+        ort::set(
+            wasm.unchecked_ref(),
+            "numThreads",
+            &JsValue::from_f64(n as f64),
+        );
     }
 }
 
@@ -132,10 +196,19 @@ use wasm_bindgen::JsCast;
 
 async fn probe_gpu(requested: Requested) -> (Gpu, Option<SharedDevice>) {
     if requested == Requested::Wasm {
-        return (Gpu::Unavailable("not probed: the WASM backend was asked for".into()), None);
+        return (
+            Gpu::Unavailable("not probed: the WASM backend was asked for".into()),
+            None,
+        );
     }
     match request_shared_device().await {
-        Ok(d) => (Gpu::Available { adapter: d.adapter.clone(), f16: d.f16 }, Some(d)),
+        Ok(d) => (
+            Gpu::Available {
+                adapter: d.adapter.clone(),
+                f16: d.f16,
+            },
+            Some(d),
+        ),
         Err(e) => (Gpu::Unavailable(e.to_string()), None),
     }
 }
@@ -146,23 +219,53 @@ pub struct Loaded {
     pub live: Rc<Cell<usize>>,
 }
 
-pub async fn load(source: &str, opts: LoadOptions, progress: Progress<'_>, now: &dyn Fn() -> f64) -> Result<Loaded, String> {
+pub async fn load(
+    source: &str,
+    opts: LoadOptions,
+    progress: Progress<'_>,
+    now: &dyn Fn() -> f64,
+) -> Result<Loaded, String> {
     let t0 = now();
     let (gpu, device) = probe_gpu(opts.backend).await;
     let (choice, files): (Choice, Files) = match source.split_once('#') {
         Some((cat, id)) => {
             let cat_url = resolve(cat, "")?;
-            let text = fetch_text(&cat_url, "models.json", false).await?.unwrap_or_default();
+            let text = fetch_text(&cat_url, "models.json", false)
+                .await?
+                .unwrap_or_default();
             let catalog = Catalog::parse(&text)?;
             let entry = catalog.find(id)?;
-            let choice = choose(opts.backend, &gpu, &Model { id: &entry.id, needs_f16: entry.needs_f16(), wasm_variant: entry.wasm_variant.as_deref() })?;
+            let choice = choose(
+                opts.backend,
+                &gpu,
+                &Model {
+                    id: &entry.id,
+                    needs_f16: entry.needs_f16(),
+                    wasm_variant: entry.wasm_variant.as_deref(),
+                },
+            )?;
             let chosen = catalog.find(&choice.model)?;
             let files = entry_files(chosen, &cat_url, progress).await?;
             (choice, files)
         }
         None => {
-            let base = resolve(&if source.ends_with('/') { source.to_string() } else { format!("{source}/") }, "")?;
-            let choice = choose(opts.backend, &gpu, &Model { id: source, needs_f16: false, wasm_variant: None })?;
+            let base = resolve(
+                &if source.ends_with('/') {
+                    source.to_string()
+                } else {
+                    format!("{source}/")
+                },
+                "",
+            )?;
+            let choice = choose(
+                opts.backend,
+                &gpu,
+                &Model {
+                    id: source,
+                    needs_f16: false,
+                    wasm_variant: None,
+                },
+            )?;
             (choice, dir_files(&base, progress).await?)
         }
     };
@@ -172,11 +275,35 @@ pub async fn load(source: &str, opts: LoadOptions, progress: Progress<'_>, now: 
         Chosen::WebGpu => Backend::WebGpu,
         Chosen::Wasm => Backend::Wasm,
     };
-    let model = WebModel { graph: files.graph.clone(), external: files.external.clone(), kv_dims: [config.kv_heads, config.head_dim] };
-    let device = if backend == Backend::WebGpu && !opts.ort_device { device } else { None };
-    let ort = Ort::import(if backend == Backend::WebGpu { "webgpu" } else { "wasm" }).await?;
+    let model = WebModel {
+        graph: files.graph.clone(),
+        external: files.external.clone(),
+        kv_dims: [config.kv_heads, config.head_dim],
+    };
+    let device = if backend == Backend::WebGpu && !opts.ort_device {
+        device
+    } else {
+        None
+    };
+    let ort = Ort::import(if backend == Backend::WebGpu {
+        "webgpu"
+    } else {
+        "wasm"
+    })
+    .await?;
     configure_ort(&ort, &opts);
-    let runtime = WebRuntime::load(model, WebOptions { backend, ort: ort.clone(), device, profiling: opts.profiling }, live.clone()).await.map_err(|e| e.to_string())?;
+    let runtime = WebRuntime::load(
+        model,
+        WebOptions {
+            backend,
+            ort: ort.clone(),
+            device,
+            profiling: opts.profiling,
+        },
+        live.clone(),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let readout = runtime.readout_path();
     let assets = ModelAssets {
         model_id: choice.model.clone(),
@@ -185,7 +312,9 @@ pub async fn load(source: &str, opts: LoadOptions, progress: Progress<'_>, now: 
         slot_map_json: files.slot_map.clone(),
         head_rows_json: files.head_rows.clone(),
     };
-    let engine = Engine::new(runtime, assets).await.map_err(|e| e.to_string())?;
+    let engine = Engine::new(runtime, assets)
+        .await
+        .map_err(|e| e.to_string())?;
     let global = js_sys::global();
     let threads = ort::get(&ort::get(&ort.env(), "wasm"), "numThreads").as_f64();
     let report = LoadReport {
@@ -199,5 +328,9 @@ pub async fn load(source: &str, opts: LoadOptions, progress: Progress<'_>, now: 
         cross_origin_isolated: ort::get(&global, "crossOriginIsolated").is_truthy(),
         load_ms: now() - t0,
     };
-    Ok(Loaded { engine, report, live })
+    Ok(Loaded {
+        engine,
+        report,
+        live,
+    })
 }

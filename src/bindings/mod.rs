@@ -74,7 +74,8 @@ fn js_err(msg: impl std::fmt::Display) -> JsValue {
 }
 
 fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsValue> {
-    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible()).map_err(js_err)
+    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(js_err)
 }
 
 fn from_js<T: serde::de::DeserializeOwned>(v: JsValue, what: &str) -> Result<T, JsValue> {
@@ -91,9 +92,10 @@ fn fixture_from_js<T: serde::de::DeserializeOwned>(v: JsValue, what: &str) -> Re
     drop_nulls(&mut value);
     match (what, &value) {
         ("state", _) => check_fields(&value),
-        ("criteria", serde_json::Value::Array(cs)) => {
-            cs.iter().enumerate().try_for_each(|(i, c)| check_criterion(c, &format!("criteria[{i}]")))
-        }
+        ("criteria", serde_json::Value::Array(cs)) => cs
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, c)| check_criterion(c, &format!("criteria[{i}]"))),
         _ => check_criterion(&value, what),
     }
     .map_err(js_err)?;
@@ -132,7 +134,9 @@ impl Shared {
         f: impl AsyncFnOnce(&mut CoreEngine<WebRuntime>) -> Result<T, crate::engine::EngineError>,
     ) -> Result<T, JsValue> {
         let mut guard = self.engine.lock().await;
-        let engine = guard.as_mut().ok_or_else(|| js_err("engine: disposed (load a new one)"))?;
+        let engine = guard
+            .as_mut()
+            .ok_or_else(|| js_err("engine: disposed (load a new one)"))?;
         let r = f(engine).await.map_err(js_err);
         self.read_back.set(engine.bytes_read_back());
         r
@@ -147,7 +151,16 @@ pub struct Engine {
 
 fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue> {
     if v.is_undefined() || v.is_null() {
-        return Ok((LoadOptions { backend: Requested::Auto, ort_base: None, threads: None, profiling: false, ort_device: false }, None));
+        return Ok((
+            LoadOptions {
+                backend: Requested::Auto,
+                ort_base: None,
+                threads: None,
+                profiling: false,
+                ort_device: false,
+            },
+            None,
+        ));
     }
     options_object(v, "options", "{ backend: \"wasm\" }")?;
     let backend = match get(v, "backend").as_string() {
@@ -157,23 +170,48 @@ fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue>
     let threads = match get(v, "threads").as_f64() {
         None => None,
         Some(n) if (1.0..=64.0).contains(&n) && n.fract() == 0.0 => Some(n as u32),
-        Some(n) => return Err(js_err(format!("threads: {n} is not a whole number from 1 to 64"))),
+        Some(n) => {
+            return Err(js_err(format!(
+                "threads: {n} is not a whole number from 1 to 64"
+            )))
+        }
     };
     let progress = match get(v, "onProgress") {
         p if p.is_undefined() || p.is_null() => None,
-        p => Some(p.dyn_into::<Function>().map_err(|_| js_err("onProgress: must be a function"))?),
+        p => Some(
+            p.dyn_into::<Function>()
+                .map_err(|_| js_err("onProgress: must be a function"))?,
+        ),
     };
     let ort_device = match get(v, "device").as_string().as_deref() {
         None | Some("shared") => false,
         Some("onnxruntime") => true,
-        Some(other) => return Err(js_err(format!("device: {other:?} is not \"shared\" or \"onnxruntime\""))),
+        Some(other) => {
+            return Err(js_err(format!(
+                "device: {other:?} is not \"shared\" or \"onnxruntime\""
+            )))
+        }
     };
-    Ok((LoadOptions { backend, ort_base: get(v, "ortBase").as_string(), threads, profiling: get(v, "profiling").is_truthy(), ort_device }, progress))
+    Ok((
+        LoadOptions {
+            backend,
+            ort_base: get(v, "ortBase").as_string(),
+            threads,
+            profiling: get(v, "profiling").is_truthy(),
+            ort_device,
+        },
+        progress,
+    ))
 }
 
 fn now() -> f64 {
     let perf = get(&js_sys::global(), "performance");
-    get(&perf, "now").dyn_into::<Function>().ok().and_then(|f| f.call0(&perf).ok()).and_then(|v| v.as_f64()).unwrap_or_else(js_sys::Date::now)
+    get(&perf, "now")
+        .dyn_into::<Function>()
+        .ok()
+        .and_then(|f| f.call0(&perf).ok())
+        .and_then(|v| v.as_f64())
+        .unwrap_or_else(js_sys::Date::now)
 }
 
 /// `{debias, allowedMass}` as given; an unset `allowedMass` means "when the
@@ -190,27 +228,46 @@ fn options_object(v: &JsValue, argument: &str, example: &str) -> Result<(), JsVa
     if v.is_object() && !js_sys::Array::is_array(v) && !v.is_function() {
         return Ok(());
     }
-    let got = if js_sys::Array::is_array(v) { "an array".to_string() } else { format!("a {}", v.js_typeof().as_string().unwrap_or_default()) };
-    Err(js_err(format!("{argument}: must be an object such as {example} (or left out), not {got}")))
+    let got = if js_sys::Array::is_array(v) {
+        "an array".to_string()
+    } else {
+        format!("a {}", v.js_typeof().as_string().unwrap_or_default())
+    };
+    Err(js_err(format!(
+        "{argument}: must be an object such as {example} (or left out), not {got}"
+    )))
 }
 
 impl JsScoreOptions {
     fn parse(v: &JsValue) -> Result<Self, JsValue> {
         if v.is_undefined() || v.is_null() {
-            return Ok(Self { debias: Debias::None, allowed_mass: None });
+            return Ok(Self {
+                debias: Debias::None,
+                allowed_mass: None,
+            });
         }
         options_object(v, "options", "{ debias: \"cyclic\" }")?;
         let debias = match get(v, "debias").as_string().as_deref() {
             None | Some("none") => Debias::None,
             Some("cyclic") => Debias::Cyclic,
-            Some(other) => return Err(js_err(format!("debias: {other:?} is not \"none\" or \"cyclic\""))),
+            Some(other) => {
+                return Err(js_err(format!(
+                    "debias: {other:?} is not \"none\" or \"cyclic\""
+                )))
+            }
         };
         let am = get(v, "allowedMass");
-        Ok(Self { debias, allowed_mass: (!am.is_undefined()).then(|| am.is_truthy()) })
+        Ok(Self {
+            debias,
+            allowed_mass: (!am.is_undefined()).then(|| am.is_truthy()),
+        })
     }
 
     fn for_engine(&self, e: &CoreEngine<WebRuntime>) -> ScoreOptions {
-        ScoreOptions { debias: self.debias, allowed_mass: self.allowed_mass.unwrap_or(!e.is_pruned()) }
+        ScoreOptions {
+            debias: self.debias,
+            allowed_mass: self.allowed_mass.unwrap_or(!e.is_pruned()),
+        }
     }
 }
 
@@ -222,7 +279,9 @@ impl Engine {
         #[wasm_bindgen(unchecked_param_type = "string")] source: JsValue,
         #[wasm_bindgen(unchecked_param_type = "LoadOptions | undefined")] options: JsValue,
     ) -> Result<Engine, JsValue> {
-        let source = source.as_string().ok_or_else(|| js_err("source: must be a string (\"models.json#id\" or a model directory URL)"))?;
+        let source = source.as_string().ok_or_else(|| {
+            js_err("source: must be a string (\"models.json#id\" or a model directory URL)")
+        })?;
         let (opts, progress) = load_options(&options)?;
         let report = |file: &str, loaded: f64, total: f64| {
             if let Some(f) = &progress {
@@ -233,7 +292,9 @@ impl Engine {
                 let _ = f.call1(&JsValue::NULL, &o);
             }
         };
-        let loaded = load::load(&source, opts, &report, &now).await.map_err(js_err)?;
+        let loaded = load::load(&source, opts, &report, &now)
+            .await
+            .map_err(js_err)?;
         let info = loaded.engine.info();
         let lost = loaded.engine.runtime().lost_flag();
         Ok(Engine {
@@ -250,14 +311,19 @@ impl Engine {
 
     /// Prefills a state (instruction + evidence) and keeps its KV.
     #[wasm_bindgen(unchecked_return_type = "Promise<State>")]
-    pub fn prefill(&self, #[wasm_bindgen(unchecked_param_type = "StateInput")] state: JsValue) -> Promise {
+    pub fn prefill(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "StateInput")] state: JsValue,
+    ) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
             let spec: StateSpec = fixture_from_js(state, "state")?;
-            let (id, tokens) = shared.with(async |e| {
-                let id = e.prefill(&spec).await?;
-                Ok((id, e.head_tokens(id)?))
-            }).await?;
+            let (id, tokens) = shared
+                .with(async |e| {
+                    let id = e.prefill(&spec).await?;
+                    Ok((id, e.head_tokens(id)?))
+                })
+                .await?;
             Ok(State { shared, id, tokens }.into())
         })
     }
@@ -269,9 +335,19 @@ impl Engine {
         let shared = self.shared.clone();
         future_to_promise(async move {
             if prefix == 0 || lengths.is_empty() || lengths.contains(&0) {
-                return Err(js_err("lengths: the prefix and every suffix length must be at least 1"));
+                return Err(js_err(
+                    "lengths: the prefix and every suffix length must be at least 1",
+                ));
             }
-            let (p, s) = shared.with(async |e| Ok(crate::core::sweep::sweep_ids(e.tokenizer(), prefix, &lengths)?)).await?;
+            let (p, s) = shared
+                .with(async |e| {
+                    Ok(crate::core::sweep::sweep_ids(
+                        e.tokenizer(),
+                        prefix,
+                        &lengths,
+                    )?)
+                })
+                .await?;
             Ok(bench::ids_to_js(&p, &s))
         })
     }
@@ -281,10 +357,12 @@ impl Engine {
     pub fn prefill_ids(&self, ids: Vec<u32>) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
-            let (id, tokens) = shared.with(async |e| {
-                let id = e.prefill_ids(&ids).await?;
-                Ok((id, e.head_tokens(id)?))
-            }).await?;
+            let (id, tokens) = shared
+                .with(async |e| {
+                    let id = e.prefill_ids(&ids).await?;
+                    Ok((id, e.head_tokens(id)?))
+                })
+                .await?;
             Ok(State { shared, id, tokens }.into())
         })
     }
@@ -307,7 +385,14 @@ impl Engine {
         let engine = self.shared.info.borrow();
         let run_limit = engine.as_ref().map(|i| i.proof.run_limit);
         let device_lost = self.shared.lost.as_ref().and_then(|l| l.borrow().clone());
-        to_js(&Info { engine: &engine, load: &self.shared.report, run_limit, bytes_read_back: self.shared.read_back.get(), live_gpu_tensors: self.shared.live.get(), device_lost })
+        to_js(&Info {
+            engine: &engine,
+            load: &self.shared.report,
+            run_limit,
+            bytes_read_back: self.shared.read_back.get(),
+            live_gpu_tensors: self.shared.live.get(),
+            device_lost,
+        })
     }
 
     /// Tensors the runtime holds for live states (GPU buffers on WebGPU).
@@ -327,10 +412,12 @@ impl Engine {
     pub fn end_profiling(&self) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
-            shared.with(async |e| {
-                e.runtime().end_profiling();
-                Ok(())
-            }).await?;
+            shared
+                .with(async |e| {
+                    e.runtime().end_profiling();
+                    Ok(())
+                })
+                .await?;
             Ok(JsValue::UNDEFINED)
         })
     }
@@ -341,7 +428,9 @@ impl Engine {
     pub fn lose_gpu_device(&self) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
-            shared.with(async |e| Ok(e.runtime().lose_device().await?)).await?;
+            shared
+                .with(async |e| Ok(e.runtime().lose_device().await?))
+                .await?;
             Ok(JsValue::UNDEFINED)
         })
     }
@@ -376,16 +465,36 @@ pub async fn gpu_readout_self_test(
     use crate::core::readout::{read_slots, HeadColumns};
     let dims = [1, rows, width];
     let (logits, bytes): (Logits, Vec<u8>) = if f16 {
-        let v: Vec<u16> = values.dyn_into::<js_sys::Uint16Array>().map_err(|_| js_err("values: a Uint16Array of float16 bits when f16"))?.to_vec();
-        (Logits::f16(dims.to_vec(), v.iter().map(|&b| half::f16::from_bits(b)).collect()), v.iter().flat_map(|b| b.to_le_bytes()).collect())
+        let v: Vec<u16> = values
+            .dyn_into::<js_sys::Uint16Array>()
+            .map_err(|_| js_err("values: a Uint16Array of float16 bits when f16"))?
+            .to_vec();
+        (
+            Logits::f16(
+                dims.to_vec(),
+                v.iter().map(|&b| half::f16::from_bits(b)).collect(),
+            ),
+            v.iter().flat_map(|b| b.to_le_bytes()).collect(),
+        )
     } else {
-        let v: Vec<f32> = values.dyn_into::<js_sys::Float32Array>().map_err(|_| js_err("values: a Float32Array"))?.to_vec();
-        (Logits::f32(dims.to_vec(), v.clone()), v.iter().flat_map(|b| b.to_le_bytes()).collect())
+        let v: Vec<f32> = values
+            .dyn_into::<js_sys::Float32Array>()
+            .map_err(|_| js_err("values: a Float32Array"))?
+            .to_vec();
+        (
+            Logits::f32(dims.to_vec(), v.clone()),
+            v.iter().flat_map(|b| b.to_le_bytes()).collect(),
+        )
     };
     let cols: Vec<usize> = columns.iter().map(|&c| c as usize).collect();
-    let cpu = read_slots(&logits, &HeadColumns::Vocab { vocab: width }, &cols, true).map_err(js_err)?;
-    let dev = crate::gpu::web::request_shared_device().await.map_err(js_err)?;
-    let gpu = crate::gpu::GpuReadout::new(dev.device, dev.queue).await.map_err(js_err)?;
+    let cpu =
+        read_slots(&logits, &HeadColumns::Vocab { vocab: width }, &cols, true).map_err(js_err)?;
+    let dev = crate::gpu::web::request_shared_device()
+        .await
+        .map_err(js_err)?;
+    let gpu = crate::gpu::GpuReadout::new(dev.device, dev.queue)
+        .await
+        .map_err(js_err)?;
     let buf = gpu.upload(&bytes);
     let g = gpu.read(&buf, dims, f16, &columns).await.map_err(js_err)?;
     #[derive(Serialize)]
@@ -401,10 +510,19 @@ pub async fn gpu_readout_self_test(
         cpu: Side,
         adapter: String,
     }
-    let cpu_lse = crate::core::readout::log_sum_exp(logits.row_f32(rows - 1).iter().map(|&v| v as f64));
+    let cpu_lse =
+        crate::core::readout::log_sum_exp(logits.row_f32(rows - 1).iter().map(|&v| v as f64));
     to_js(&Out {
-        gpu: Side { logits: g.logits, log_sum_exp: g.log_sum_exp, bytes_read_back: Some(g.bytes_read_back) },
-        cpu: Side { logits: cpu.logits, log_sum_exp: cpu_lse, bytes_read_back: None },
+        gpu: Side {
+            logits: g.logits,
+            log_sum_exp: g.log_sum_exp,
+            bytes_read_back: Some(g.bytes_read_back),
+        },
+        cpu: Side {
+            logits: cpu.logits,
+            log_sum_exp: cpu_lse,
+            bytes_read_back: None,
+        },
         adapter: dev.adapter,
     })
 }
@@ -435,7 +553,9 @@ impl State {
         future_to_promise(async move {
             let c: Criterion = fixture_from_js(criterion, "criterion")?;
             let o = JsScoreOptions::parse(&options)?;
-            let d = shared.with(async |e| e.score(id, &c, &o.for_engine(e)).await).await?;
+            let d = shared
+                .with(async |e| e.score(id, &c, &o.for_engine(e)).await)
+                .await?;
             to_js(&d)
         })
     }
@@ -450,7 +570,9 @@ impl State {
         future_to_promise(async move {
             let cs: Vec<Criterion> = fixture_from_js(criteria, "criteria")?;
             let o = JsScoreOptions::parse(&options)?;
-            let d = shared.with(async |e| e.score_all(id, &cs, &o.for_engine(e)).await).await?;
+            let d = shared
+                .with(async |e| e.score_all(id, &cs, &o.for_engine(e)).await)
+                .await?;
             to_js(&d)
         })
     }
@@ -462,7 +584,9 @@ impl State {
     pub fn read_ids(&self, ids: Vec<u32>, options: usize, allowed_mass: bool) -> Promise {
         let (shared, id) = (self.shared.clone(), self.id);
         future_to_promise(async move {
-            let r = shared.with(async |e| e.read_ids(id, &ids, options, allowed_mass).await).await?;
+            let r = shared
+                .with(async |e| e.read_ids(id, &ids, options, allowed_mass).await)
+                .await?;
             to_js(&r)
         })
     }
@@ -472,11 +596,16 @@ impl State {
     /// refusal (its GroupQueryAttention takes batch 1 with a past and several
     /// new tokens). A diagnostic: scoring never batches.
     #[wasm_bindgen(js_name = runBatched, unchecked_return_type = "Promise<number[][]>")]
-    pub fn run_batched(&self, #[wasm_bindgen(unchecked_param_type = "CriterionInput[]")] criteria: JsValue) -> Promise {
+    pub fn run_batched(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "CriterionInput[]")] criteria: JsValue,
+    ) -> Promise {
         let (shared, id) = (self.shared.clone(), self.id);
         future_to_promise(async move {
             let cs: Vec<Criterion> = fixture_from_js(criteria, "criteria")?;
-            let dims = shared.with(async |e| e.run_many_suffixes(id, &cs).await).await?;
+            let dims = shared
+                .with(async |e| e.run_many_suffixes(id, &cs).await)
+                .await?;
             to_js(&dims)
         })
     }
@@ -484,12 +613,19 @@ impl State {
     /// The hidden state at each criterion's answer position (graphs built
     /// with `readout expose-hidden`; proven at load).
     #[wasm_bindgen(unchecked_return_type = "Promise<Float32Array[]>")]
-    pub fn extract(&self, #[wasm_bindgen(unchecked_param_type = "CriterionInput[]")] criteria: JsValue) -> Promise {
+    pub fn extract(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "CriterionInput[]")] criteria: JsValue,
+    ) -> Promise {
         let (shared, id) = (self.shared.clone(), self.id);
         future_to_promise(async move {
             let cs: Vec<Criterion> = fixture_from_js(criteria, "criteria")?;
             let hs = shared.with(async |e| e.extract(id, &cs).await).await?;
-            Ok(hs.iter().map(|h| JsValue::from(js_sys::Float32Array::from(h.as_slice()))).collect::<js_sys::Array>().into())
+            Ok(hs
+                .iter()
+                .map(|h| JsValue::from(js_sys::Float32Array::from(h.as_slice())))
+                .collect::<js_sys::Array>()
+                .into())
         })
     }
 

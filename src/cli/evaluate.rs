@@ -38,24 +38,46 @@ struct EvalReport {
     rows: Vec<Row>,
 }
 
-pub fn run(fixture: &Path, model: &Path, debias: Debias, out: Option<PathBuf>, opts: &NativeOptions) -> Result<(), CliError> {
+pub fn run(
+    fixture: &Path,
+    model: &Path,
+    debias: Debias,
+    out: Option<PathBuf>,
+    opts: &NativeOptions,
+) -> Result<(), CliError> {
     let text = std::fs::read_to_string(fixture).map_err(|e| CliError::file(fixture, e))?;
     let states = parse_states(&text).map_err(|e| CliError::file(fixture, e))?;
     let total: usize = states.iter().map(|s| s.criteria.len()).sum();
     if total == 0 {
-        return Err(CliError::Usage(format!("{}: no criteria to evaluate", fixture.display())));
+        return Err(CliError::Usage(format!(
+            "{}: no criteria to evaluate",
+            fixture.display()
+        )));
     }
     // Without a gold answer every metric is 0.000, which reads like a result.
-    if !states.iter().flat_map(|s| &s.criteria).any(|c| c.answer.is_some()) {
-        return Err(CliError::NoAnswers { path: fixture.display().to_string() });
+    if !states
+        .iter()
+        .flat_map(|s| &s.criteria)
+        .any(|c| c.answer.is_some())
+    {
+        return Err(CliError::NoAnswers {
+            path: fixture.display().to_string(),
+        });
     }
     let model_dir = crate::model_dir::resolve(model)?;
     let out = match out {
         Some(o) => o,
         None => {
             let id = crate::model_dir::ModelDir::open(&model_dir)?.model_id;
-            let stem = fixture.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let tag = if debias == Debias::Cyclic { "-cyclic" } else { "" };
+            let stem = fixture
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let tag = if debias == Debias::Cyclic {
+                "-cyclic"
+            } else {
+                ""
+            };
             PathBuf::from("reports").join(format!("evaluate-{id}-{stem}{tag}.json"))
         }
     };
@@ -64,14 +86,22 @@ pub fn run(fixture: &Path, model: &Path, debias: Debias, out: Option<PathBuf>, o
     let mut engine = open_engine(&model_dir, opts)?;
     let load_seconds = t_load.elapsed().as_secs_f64();
     let info = engine.info();
-    eprintln!("readout: {} loaded in {load_seconds:.1}s; convention {:?} proven", info.model_id, info.proof.convention);
+    eprintln!(
+        "readout: {} loaded in {load_seconds:.1}s; convention {:?} proven",
+        info.model_id, info.proof.convention
+    );
 
     let bar = ProgressBar::new(total as u64);
     bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} criteria  eta {eta}  {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} criteria  eta {eta}  {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let so = ScoreOptions { debias, allowed_mass: true };
+    let so = ScoreOptions {
+        debias,
+        allowed_mass: true,
+    };
     let t0 = Instant::now();
     let mut rows = Vec::with_capacity(total);
     let mut scored = Vec::new();
@@ -90,7 +120,12 @@ pub fn run(fixture: &Path, model: &Path, debias: Debias, out: Option<PathBuf>, o
                         order_unstable: d.order_unstable.unwrap_or(false),
                     });
                 }
-                rows.push(Row { state: s.id.clone(), family: c.family.clone(), gold: c.answer.clone(), decision: d });
+                rows.push(Row {
+                    state: s.id.clone(),
+                    family: c.family.clone(),
+                    gold: c.answer.clone(),
+                    decision: d,
+                });
                 bar.inc(1);
             }
             engine.dispose(id)?;
@@ -125,7 +160,10 @@ pub fn run(fixture: &Path, model: &Path, debias: Debias, out: Option<PathBuf>, o
 /// its directory is created and the file opened for writing (an existing
 /// report without truncating it; a new one is removed again).
 fn check_writable(out: &Path) -> Result<(), CliError> {
-    let refuse = |message: String| CliError::OutUnwritable { path: out.display().to_string(), message };
+    let refuse = |message: String| CliError::OutUnwritable {
+        path: out.display().to_string(),
+        message,
+    };
     if out.is_dir() {
         return Err(refuse("is a directory".into()));
     }
@@ -133,7 +171,12 @@ fn check_writable(out: &Path) -> Result<(), CliError> {
         std::fs::create_dir_all(dir).map_err(|e| refuse(format!("{}: {e}", dir.display())))?;
     }
     let existed = out.exists();
-    std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(out).map_err(|e| refuse(e.to_string()))?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(out)
+        .map_err(|e| refuse(e.to_string()))?;
     if !existed {
         std::fs::remove_file(out).map_err(|e| refuse(e.to_string()))?;
     }
@@ -141,7 +184,10 @@ fn check_writable(out: &Path) -> Result<(), CliError> {
 }
 
 fn print_table(r: &Report, debias: Debias, seconds: f64, scored: usize) {
-    println!("{:<12} {:>4} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9}", "family", "n", "acc", "bal.acc", "ECE", "Brier", "NLL", "unstable");
+    println!(
+        "{:<12} {:>4} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9}",
+        "family", "n", "acc", "bal.acc", "ECE", "Brier", "NLL", "unstable"
+    );
     let line = |name: &str, s: &crate::core::metrics::Summary| {
         println!(
             "{:<12} {:>4} {:>8.3} {:>8.3} {:>7.3} {:>7.3} {:>7.3} {:>9}",

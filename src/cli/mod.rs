@@ -27,7 +27,11 @@ pub enum CliError {
     #[error("{path}: holds {count} states; pass --index N (0 to {}) to score one", count - 1)]
     ManyStates { path: String, count: usize },
     #[error("--index {index}: {path} holds {count} states (0 to {})", count.saturating_sub(1))]
-    StateIndex { path: String, index: usize, count: usize },
+    StateIndex {
+        path: String,
+        index: usize,
+        count: usize,
+    },
     #[error("--threads {given}: must be 1 to {max} (4 per available core on this machine)")]
     Threads { given: usize, max: usize },
     #[error("{path}: no criterion has an answer, so there is nothing to measure; add \"answer\" (a gold option id) to the criteria")]
@@ -38,7 +42,10 @@ pub enum CliError {
 
 impl CliError {
     pub(crate) fn file(path: &std::path::Path, e: impl std::fmt::Display) -> Self {
-        Self::File { path: path.display().to_string(), message: e.to_string() }
+        Self::File {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        }
     }
 }
 
@@ -58,7 +65,11 @@ impl From<DebiasArg> for Debias {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "readout", version, about = "Typed readout: answer multiple-choice criteria from next-token logits over a cached state")]
+#[command(
+    name = "readout",
+    version,
+    about = "Typed readout: answer multiple-choice criteria from next-token logits over a cached state"
+)]
 struct Cli {
     /// ONNX Runtime intra-op threads (default: every core; at most 4 per core).
     #[arg(long, global = true)]
@@ -194,19 +205,63 @@ pub fn main() -> std::process::ExitCode {
         }
     }
     let result = match cli.command {
-        Command::Score { model, state, index, debias, check } => score::run(&model, &state, index, debias.into(), check, &opts),
-        Command::Evaluate { fixture, model, debias, out } => evaluate::run(&fixture, &model, debias.into(), out, &opts),
+        Command::Score {
+            model,
+            state,
+            index,
+            debias,
+            check,
+        } => score::run(&model, &state, index, debias.into(), check, &opts),
+        Command::Evaluate {
+            fixture,
+            model,
+            debias,
+            out,
+        } => evaluate::run(&fixture, &model, debias.into(), out, &opts),
         Command::Info { model } => info(&model, &opts),
         Command::Inspect { model, rows, json } => surgery::inspect(&model, rows, json),
-        Command::Trim { model, out, force } => surgery::apply(&model, &out, crate::export::commands::Op::Trim, force),
-        Command::Prune { model, letters, tokenizer, out, force } => {
-            surgery::apply(&model, &out, crate::export::commands::Op::Prune { letters, tokenizer }, force)
+        Command::Trim { model, out, force } => {
+            surgery::apply(&model, &out, crate::export::commands::Op::Trim, force)
         }
-        Command::ExposeHidden { model, out, force } => surgery::apply(&model, &out, crate::export::commands::Op::ExposeHidden, force),
+        Command::Prune {
+            model,
+            letters,
+            tokenizer,
+            out,
+            force,
+        } => surgery::apply(
+            &model,
+            &out,
+            crate::export::commands::Op::Prune { letters, tokenizer },
+            force,
+        ),
+        Command::ExposeHidden { model, out, force } => surgery::apply(
+            &model,
+            &out,
+            crate::export::commands::Op::ExposeHidden,
+            force,
+        ),
         Command::Catalog { models, out } => surgery::catalog(&models, &out),
-        Command::Sweep { model, prefix, lengths, runs, warmup, options, out } => {
-            sweep::run(&sweep::SweepArgs { models: model, prefix, lengths, runs, warmup, options, out }, &opts)
-        }
+        Command::Sweep {
+            model,
+            prefix,
+            lengths,
+            runs,
+            warmup,
+            options,
+            out,
+        } => sweep::run(
+            &sweep::SweepArgs {
+                models: model,
+                prefix,
+                lengths,
+                runs,
+                warmup,
+                options,
+                out,
+            },
+            &opts,
+        ),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
@@ -220,7 +275,10 @@ pub fn main() -> std::process::ExitCode {
 /// More intra-op threads than 4 per core only adds contention, and an
 /// unbounded count once started ten thousand threads on a 1.5 s job.
 pub fn max_threads() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(64) * 4
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(64)
+        * 4
 }
 
 fn check_threads(given: usize) -> Result<usize, CliError> {
@@ -233,6 +291,9 @@ fn check_threads(given: usize) -> Result<usize, CliError> {
 
 fn info(model: &std::path::Path, opts: &NativeOptions) -> Result<(), CliError> {
     let engine = crate::model_dir::open_engine(&crate::model_dir::resolve(model)?, opts)?;
-    println!("{}", serde_json::to_string_pretty(&engine.info()).unwrap_or_default());
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&engine.info()).unwrap_or_default()
+    );
     Ok(())
 }

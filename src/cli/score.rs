@@ -41,14 +41,28 @@ pub fn read_state(path: &Path, index: Option<usize>) -> Result<StateSpec, CliErr
         None if count == 1 => Ok(states.swap_remove(0)),
         None => Err(CliError::ManyStates { path: p, count }),
         Some(i) if i < count => Ok(states.swap_remove(i)),
-        Some(index) => Err(CliError::StateIndex { path: p, index, count }),
+        Some(index) => Err(CliError::StateIndex {
+            path: p,
+            index,
+            count,
+        }),
     }
 }
 
-pub fn run(model: &Path, state_path: &Path, index: Option<usize>, debias: Debias, check: bool, opts: &NativeOptions) -> Result<(), CliError> {
+pub fn run(
+    model: &Path,
+    state_path: &Path,
+    index: Option<usize>,
+    debias: Debias,
+    check: bool,
+    opts: &NativeOptions,
+) -> Result<(), CliError> {
     let state = read_state(state_path, index)?;
     let mut engine = open_engine(&crate::model_dir::resolve(model)?, opts)?;
-    let so = ScoreOptions { debias, allowed_mass: true };
+    let so = ScoreOptions {
+        debias,
+        allowed_mass: true,
+    };
     pollster::block_on(async {
         let id = engine.prefill(&state).await?;
         let decisions = engine.score_all(id, &state.criteria, &so).await?;
@@ -64,7 +78,10 @@ pub fn run(model: &Path, state_path: &Path, index: Option<usize>, debias: Debias
                     argmax_changed.push(c.id.clone());
                 }
             }
-            Some(Check { max_abs_dp, argmax_changed })
+            Some(Check {
+                max_abs_dp,
+                argmax_changed,
+            })
         } else {
             None
         };

@@ -20,7 +20,11 @@ pub fn inspect(model: &Path, rows: usize, json: bool) -> Result<(), CliError> {
 }
 
 pub fn apply(model: &Path, out: &Path, op: Op, force: bool) -> Result<(), CliError> {
-    eprintln!("readout: {op:?} {} -> {} (verifying before writing)", model.display(), out.display());
+    eprintln!(
+        "readout: {op:?} {} -> {} (verifying before writing)",
+        model.display(),
+        out.display()
+    );
     let r = run_forced(model, out, &op, force)?;
     let v = &r.verification;
     eprintln!(
@@ -47,6 +51,10 @@ pub fn catalog(models: &Path, out: &Path) -> Result<(), CliError> {
     let c = crate::export::catalog::build(models, out)?;
     let json = serde_json::to_string_pretty(&c).unwrap_or_default() + "\n";
     std::fs::write(out, json).map_err(|e| CliError::file(out, e))?;
-    eprintln!("readout: {} models written to {}", c.models.len(), out.display());
+    eprintln!(
+        "readout: {} models written to {}",
+        c.models.len(),
+        out.display()
+    );
     Ok(())
 }

@@ -30,7 +30,8 @@ fn sweep_one(model: &Path, a: &SweepArgs, opts: &NativeOptions) -> Result<Value,
     let t = Instant::now();
     let mut engine = open_engine(&dir, opts)?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
-    let (prefix, suffixes) = sweep_ids(engine.tokenizer(), a.prefix, &a.lengths).map_err(crate::engine::EngineError::from)?;
+    let (prefix, suffixes) = sweep_ids(engine.tokenizer(), a.prefix, &a.lengths)
+        .map_err(crate::engine::EngineError::from)?;
     let t = Instant::now();
     let state = pollster::block_on(engine.prefill_ids(&prefix))?;
     let prefill_ms = t.elapsed().as_secs_f64() * 1e3;
@@ -58,7 +59,10 @@ fn sweep_one(model: &Path, a: &SweepArgs, opts: &NativeOptions) -> Result<Value,
         samples.insert(n.to_string(), json!(s));
     }
     let xs: Vec<f64> = a.lengths.iter().map(|&n| n as f64).collect();
-    let id = dir.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let id = dir
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
     Ok(json!({
         "id": id,
         "runtime": engine.info().runtime,
@@ -75,15 +79,23 @@ fn sweep_one(model: &Path, a: &SweepArgs, opts: &NativeOptions) -> Result<Value,
 
 pub fn run(a: &SweepArgs, opts: &NativeOptions) -> Result<(), CliError> {
     if a.models.is_empty() {
-        return Err(CliError::Usage("--model: at least one model is required".into()));
+        return Err(CliError::Usage(
+            "--model: at least one model is required".into(),
+        ));
     }
     if a.runs == 0 {
         return Err(CliError::Usage("--runs: must be at least 1".into()));
     }
     if a.lengths.is_empty() || a.lengths.contains(&0) {
-        return Err(CliError::Usage("--lengths: one or more suffix lengths, each at least 1".into()));
+        return Err(CliError::Usage(
+            "--lengths: one or more suffix lengths, each at least 1".into(),
+        ));
     }
-    let variants = a.models.iter().map(|m| sweep_one(m, a, opts)).collect::<Result<Vec<_>, _>>()?;
+    let variants = a
+        .models
+        .iter()
+        .map(|m| sweep_one(m, a, opts))
+        .collect::<Result<Vec<_>, _>>()?;
     let result = json!({
         "benchmark": "logit_cost",
         "date": today(),

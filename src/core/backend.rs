@@ -18,7 +18,9 @@ impl Requested {
             "auto" => Ok(Self::Auto),
             "webgpu" => Ok(Self::WebGpu),
             "wasm" => Ok(Self::Wasm),
-            other => Err(format!("backend: {other:?} is not one of \"auto\", \"webgpu\", \"wasm\"")),
+            other => Err(format!(
+                "backend: {other:?} is not one of \"auto\", \"webgpu\", \"wasm\""
+            )),
         }
     }
 }
@@ -55,12 +57,20 @@ pub struct Choice {
 }
 
 pub fn choose(requested: Requested, gpu: &Gpu, model: &Model<'_>) -> Result<Choice, String> {
-    let wasm = |why: String| Choice { backend: Chosen::Wasm, model: model.wasm_variant.unwrap_or(model.id).to_string(), reason: why };
+    let wasm = |why: String| Choice {
+        backend: Chosen::Wasm,
+        model: model.wasm_variant.unwrap_or(model.id).to_string(),
+        reason: why,
+    };
     let gpu_problem = match gpu {
         Gpu::Unavailable(why) => Some(format!("WebGPU unavailable: {why}")),
-        Gpu::Available { adapter, f16: false } if model.needs_f16 => {
-            Some(format!("{} is float16 and the WebGPU adapter ({adapter}) lacks shader-f16", model.id))
-        }
+        Gpu::Available {
+            adapter,
+            f16: false,
+        } if model.needs_f16 => Some(format!(
+            "{} is float16 and the WebGPU adapter ({adapter}) lacks shader-f16",
+            model.id
+        )),
         Gpu::Available { .. } => None,
     };
     match (requested, gpu_problem) {
@@ -68,12 +78,25 @@ pub fn choose(requested: Requested, gpu: &Gpu, model: &Model<'_>) -> Result<Choi
         (Requested::WebGpu, Some(p)) => Err(format!("backend \"webgpu\" was asked for but {p}")),
         (Requested::Auto, Some(p)) => Ok(wasm(format!("{p}; falling back to the WASM backend"))),
         (_, None) => {
-            let Gpu::Available { adapter, f16 } = gpu else { unreachable!("no problem means available") };
-            let how = if requested == Requested::Auto { "auto: a WebGPU adapter exists" } else { "the WebGPU backend was asked for" };
+            let Gpu::Available { adapter, f16 } = gpu else {
+                unreachable!("no problem means available")
+            };
+            let how = if requested == Requested::Auto {
+                "auto: a WebGPU adapter exists"
+            } else {
+                "the WebGPU backend was asked for"
+            };
             Ok(Choice {
                 backend: Chosen::WebGpu,
                 model: model.id.to_string(),
-                reason: format!("{how} ({adapter}{})", if *f16 { ", shader-f16" } else { ", no shader-f16" }),
+                reason: format!(
+                    "{how} ({adapter}{})",
+                    if *f16 {
+                        ", shader-f16"
+                    } else {
+                        ", no shader-f16"
+                    }
+                ),
             })
         }
     }
@@ -83,11 +106,22 @@ pub fn choose(requested: Requested, gpu: &Gpu, model: &Model<'_>) -> Result<Choi
 mod tests {
     use super::*;
 
-    const Q4F16: Model = Model { id: "m-q4f16", needs_f16: true, wasm_variant: Some("m-fp32") };
-    const Q4: Model = Model { id: "m-q4", needs_f16: false, wasm_variant: Some("m-fp32") };
+    const Q4F16: Model = Model {
+        id: "m-q4f16",
+        needs_f16: true,
+        wasm_variant: Some("m-fp32"),
+    };
+    const Q4: Model = Model {
+        id: "m-q4",
+        needs_f16: false,
+        wasm_variant: Some("m-fp32"),
+    };
 
     fn gpu(f16: bool) -> Gpu {
-        Gpu::Available { adapter: "google / swiftshader".into(), f16 }
+        Gpu::Available {
+            adapter: "google / swiftshader".into(),
+            f16,
+        }
     }
 
     #[test]
@@ -103,9 +137,18 @@ mod tests {
         let c = choose(Requested::Auto, &gpu(false), &Q4F16).unwrap();
         assert_eq!((c.backend, c.model.as_str()), (Chosen::Wasm, "m-fp32"));
         assert!(c.reason.contains("lacks shader-f16"), "{}", c.reason);
-        let c = choose(Requested::Auto, &Gpu::Unavailable("navigator.gpu is undefined".into()), &Q4).unwrap();
+        let c = choose(
+            Requested::Auto,
+            &Gpu::Unavailable("navigator.gpu is undefined".into()),
+            &Q4,
+        )
+        .unwrap();
         assert_eq!(c.backend, Chosen::Wasm);
-        assert!(c.reason.contains("navigator.gpu is undefined"), "{}", c.reason);
+        assert!(
+            c.reason.contains("navigator.gpu is undefined"),
+            "{}",
+            c.reason
+        );
     }
 
     #[test]

@@ -67,7 +67,14 @@ impl Catalog {
 
     pub fn find(&self, id: &str) -> Result<&Entry, String> {
         self.models.iter().find(|m| m.id == id).ok_or_else(|| {
-            format!("models.json has no model {id:?} (it lists {})", self.models.iter().map(|m| m.id.as_str()).collect::<Vec<_>>().join(", "))
+            format!(
+                "models.json has no model {id:?} (it lists {})",
+                self.models
+                    .iter()
+                    .map(|m| m.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         })
     }
 
@@ -77,11 +84,26 @@ impl Catalog {
     /// when its own dtype is a float-activation one.
     pub fn link_wasm_variants(&mut self) {
         const ORDER: [&str; 2] = ["fp32", "q4"];
-        let keys: Vec<(String, String, bool, bool, String)> =
-            self.models.iter().map(|m| (m.id.clone(), m.base.clone(), m.trimmed, m.pruned, m.dtype.clone())).collect();
+        let keys: Vec<(String, String, bool, bool, String)> = self
+            .models
+            .iter()
+            .map(|m| {
+                (
+                    m.id.clone(),
+                    m.base.clone(),
+                    m.trimmed,
+                    m.pruned,
+                    m.dtype.clone(),
+                )
+            })
+            .collect();
         for m in &mut self.models {
             let pick = ORDER.iter().find_map(|d| {
-                keys.iter().find(|(_, base, t, p, dt)| *base == m.base && *t == m.trimmed && *p == m.pruned && dt == d).map(|k| k.0.clone())
+                keys.iter()
+                    .find(|(_, base, t, p, dt)| {
+                        *base == m.base && *t == m.trimmed && *p == m.pruned && dt == d
+                    })
+                    .map(|k| k.0.clone())
             });
             m.wasm_variant = pick;
         }

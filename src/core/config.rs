@@ -35,15 +35,20 @@ impl ModelConfig {
     pub fn parse(json: &str) -> Result<Self, CoreError> {
         let raw: Raw = serde_json::from_str(json).map_err(|e| CoreError::Config(e.to_string()))?;
         let need = |v: Option<usize>, field: &str| {
-            v.filter(|&x| x > 0).ok_or_else(|| CoreError::Config(format!("{field} is missing or zero")))
+            v.filter(|&x| x > 0)
+                .ok_or_else(|| CoreError::Config(format!("{field} is missing or zero")))
         };
         let heads = need(raw.num_attention_heads, "num_attention_heads")?;
         let hidden_size = need(raw.hidden_size, "hidden_size")?;
-        let head_dim = match raw.head_dim {
-            Some(d) if d > 0 => d,
-            _ if hidden_size % heads == 0 => hidden_size / heads,
-            _ => return Err(CoreError::Config("head_dim is missing and hidden_size is not a multiple of num_attention_heads".into())),
-        };
+        let head_dim =
+            match raw.head_dim {
+                Some(d) if d > 0 => d,
+                _ if hidden_size % heads == 0 => hidden_size / heads,
+                _ => return Err(CoreError::Config(
+                    "head_dim is missing and hidden_size is not a multiple of num_attention_heads"
+                        .into(),
+                )),
+            };
         Ok(Self {
             model_type: raw.model_type,
             layers: need(raw.num_hidden_layers, "num_hidden_layers")?,

@@ -15,7 +15,9 @@ pub enum Debias {
 pub fn orders(debias: Debias, n: usize) -> Vec<Vec<usize>> {
     match debias {
         Debias::None => vec![(0..n).collect()],
-        Debias::Cyclic => (0..n).map(|r| (0..n).map(|i| (i + r) % n).collect()).collect(),
+        Debias::Cyclic => (0..n)
+            .map(|r| (0..n).map(|i| (i + r) % n).collect())
+            .collect(),
     }
 }
 
@@ -65,7 +67,10 @@ mod tests {
     fn combine_maps_slots_back_to_options() {
         // A model that always says "A": every option wins once, so unstable,
         // and the average is flat.
-        let runs: Vec<_> = orders(Debias::Cyclic, 3).into_iter().map(|o| (o, vec![0.8, 0.1, 0.1])).collect();
+        let runs: Vec<_> = orders(Debias::Cyclic, 3)
+            .into_iter()
+            .map(|o| (o, vec![0.8, 0.1, 0.1]))
+            .collect();
         let (p, unstable) = combine(3, &runs);
         assert!(unstable);
         for x in p {
@@ -75,7 +80,10 @@ mod tests {
         let runs: Vec<_> = orders(Debias::Cyclic, 3)
             .into_iter()
             .map(|o| {
-                let probs = o.iter().map(|&opt| if opt == 2 { 0.9 } else { 0.05 }).collect();
+                let probs = o
+                    .iter()
+                    .map(|&opt| if opt == 2 { 0.9 } else { 0.05 })
+                    .collect();
                 (o, probs)
             })
             .collect();

@@ -32,7 +32,13 @@ pub struct Decision {
 
 impl Decision {
     /// `probs[i]` belongs to `criterion.options[i]`.
-    pub fn new(criterion: &Criterion, probs: &[f64], allowed_mass: Option<f64>, order_unstable: Option<bool>, ms: f64) -> Self {
+    pub fn new(
+        criterion: &Criterion,
+        probs: &[f64],
+        allowed_mass: Option<f64>,
+        order_unstable: Option<bool>,
+        ms: f64,
+    ) -> Self {
         let best = argmax(probs);
         let mut sorted = probs.to_vec();
         sorted.sort_by(|a, b| b.total_cmp(a));
@@ -46,7 +52,11 @@ impl Decision {
                 .iter()
                 .zip(probs)
                 .enumerate()
-                .map(|(i, (o, &p))| OptionProb { id: o.id.clone(), letter: letter(i).to_string(), p })
+                .map(|(i, (o, &p))| OptionProb {
+                    id: o.id.clone(),
+                    letter: letter(i).to_string(),
+                    p,
+                })
                 .collect(),
             margin,
             allowed_mass,

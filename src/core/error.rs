@@ -10,15 +10,27 @@ pub enum CoreError {
     #[error("criterion {criterion:?}: option id {id:?} appears more than once in options")]
     DuplicateOptionId { criterion: String, id: String },
     #[error("criterion {criterion:?}: {field} is empty")]
-    EmptyField { criterion: String, field: &'static str },
+    EmptyField {
+        criterion: String,
+        field: &'static str,
+    },
     #[error("criterion {criterion:?}: answer {answer:?} is not one of the option ids")]
     UnknownAnswer { criterion: String, answer: String },
     #[error("{field}: {tokens} tokens exceed the model's context of {limit} positions")]
-    ContextOverflow { field: &'static str, tokens: usize, limit: usize },
+    ContextOverflow {
+        field: &'static str,
+        tokens: usize,
+        limit: usize,
+    },
     #[error("tokenizer: {0}")]
     Tokenizer(String),
     #[error("tokenizer: letter {letter:?} with separator {separator:?} is {count} tokens {ids:?}; the readout needs exactly one")]
-    LetterNotOneToken { letter: char, separator: String, count: usize, ids: Vec<u32> },
+    LetterNotOneToken {
+        letter: char,
+        separator: String,
+        count: usize,
+        ids: Vec<u32>,
+    },
     #[error("tokenizer: letters {a:?} and {b:?} map to the same token {id}")]
     LettersCollide { a: char, b: char, id: u32 },
     #[error("slot_map.json: {0}")]
@@ -32,15 +44,28 @@ pub enum CoreError {
     #[error("state {state:?}: criterion id {id:?} appears more than once (decisions are reported by id)")]
     DuplicateCriterionId { state: String, id: String },
     #[error("{path}: unknown field {field:?}; did you mean {nearest:?}? (known: {})", known.join(", "))]
-    UnknownField { path: String, field: String, nearest: &'static str, known: &'static [&'static str] },
+    UnknownField {
+        path: String,
+        field: String,
+        nearest: &'static str,
+        known: &'static [&'static str],
+    },
     #[error("state file line {line} column {column}: {message}")]
-    Json { line: usize, column: usize, message: String },
+    Json {
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("fixture line {line}: {message}")]
     Fixture { line: usize, message: String },
     #[error("logits: dims {dims:?} do not fit; {expected}")]
     LogitsLayout { dims: Vec<usize>, expected: String },
     #[error("logits: value at position {position}, column {column} is {value} (not finite)")]
-    NonFiniteLogit { position: usize, column: usize, value: f32 },
+    NonFiniteLogit {
+        position: usize,
+        column: usize,
+        value: f32,
+    },
     #[error("metrics: {0}")]
     Metrics(String),
 }

@@ -47,10 +47,16 @@ impl Criterion {
     pub fn validate(&self) -> Result<(), CoreError> {
         let criterion = self.id.clone();
         if self.id.trim().is_empty() {
-            return Err(CoreError::EmptyField { criterion, field: "id" });
+            return Err(CoreError::EmptyField {
+                criterion,
+                field: "id",
+            });
         }
         if self.question.trim().is_empty() {
-            return Err(CoreError::EmptyField { criterion, field: "question" });
+            return Err(CoreError::EmptyField {
+                criterion,
+                field: "question",
+            });
         }
         let count = self.options.len();
         if count < MIN_OPTIONS {
@@ -62,18 +68,30 @@ impl Criterion {
         let mut seen = HashSet::new();
         for o in &self.options {
             if o.id.is_empty() {
-                return Err(CoreError::EmptyField { criterion, field: "options[].id" });
+                return Err(CoreError::EmptyField {
+                    criterion,
+                    field: "options[].id",
+                });
             }
             if o.description.trim().is_empty() {
-                return Err(CoreError::EmptyField { criterion, field: "options[].description" });
+                return Err(CoreError::EmptyField {
+                    criterion,
+                    field: "options[].description",
+                });
             }
             if !seen.insert(o.id.as_str()) {
-                return Err(CoreError::DuplicateOptionId { criterion, id: o.id.clone() });
+                return Err(CoreError::DuplicateOptionId {
+                    criterion,
+                    id: o.id.clone(),
+                });
             }
         }
         if let Some(a) = &self.answer {
             if !seen.contains(a.as_str()) {
-                return Err(CoreError::UnknownAnswer { criterion, answer: a.clone() });
+                return Err(CoreError::UnknownAnswer {
+                    criterion,
+                    answer: a.clone(),
+                });
             }
         }
         Ok(())
@@ -92,15 +110,23 @@ impl StateSpec {
     /// called `team` could not be told apart), every criterion valid.
     pub fn validate(&self) -> Result<(), CoreError> {
         if self.evidence.trim().is_empty() {
-            return Err(CoreError::EmptyEvidence { state: self.id.clone() });
+            return Err(CoreError::EmptyEvidence {
+                state: self.id.clone(),
+            });
         }
         let mut seen = HashSet::new();
         for (index, c) in self.criteria.iter().enumerate() {
             if c.id.trim().is_empty() {
-                return Err(CoreError::EmptyCriterionId { state: self.id.clone(), index });
+                return Err(CoreError::EmptyCriterionId {
+                    state: self.id.clone(),
+                    index,
+                });
             }
             if !seen.insert(c.id.as_str()) {
-                return Err(CoreError::DuplicateCriterionId { state: self.id.clone(), id: c.id.clone() });
+                return Err(CoreError::DuplicateCriterionId {
+                    state: self.id.clone(),
+                    id: c.id.clone(),
+                });
             }
             c.validate()?;
         }
@@ -129,11 +155,22 @@ fn distance(a: &str, b: &str) -> usize {
 }
 
 fn check_object(v: &Value, path: &str, known: &'static [&'static str]) -> Result<(), CoreError> {
-    let Some(map) = v.as_object() else { return Ok(()) };
+    let Some(map) = v.as_object() else {
+        return Ok(());
+    };
     for key in map.keys() {
         if !known.contains(&key.as_str()) {
-            let nearest = known.iter().min_by_key(|k| distance(key, k)).copied().unwrap_or("");
-            return Err(CoreError::UnknownField { path: path.to_string(), field: key.clone(), nearest, known });
+            let nearest = known
+                .iter()
+                .min_by_key(|k| distance(key, k))
+                .copied()
+                .unwrap_or("");
+            return Err(CoreError::UnknownField {
+                path: path.to_string(),
+                field: key.clone(),
+                nearest,
+                known,
+            });
         }
     }
     Ok(())
@@ -144,7 +181,11 @@ fn check_object(v: &Value, path: &str, known: &'static [&'static str]) -> Result
 /// the typed parse, which reports them.
 pub fn check_fields(state: &Value) -> Result<(), CoreError> {
     check_object(state, "state", STATE_FIELDS)?;
-    let criteria = state.get("criteria").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    let criteria = state
+        .get("criteria")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
     for (i, c) in criteria.iter().enumerate() {
         check_criterion(c, &format!("criteria[{i}]"))?;
     }
@@ -154,7 +195,11 @@ pub fn check_fields(state: &Value) -> Result<(), CoreError> {
 /// [`check_fields`] for one criterion (the JS surface takes them alone).
 pub fn check_criterion(c: &Value, path: &str) -> Result<(), CoreError> {
     check_object(c, path, CRITERION_FIELDS)?;
-    let options = c.get("options").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+    let options = c
+        .get("options")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or(&[]);
     for (j, o) in options.iter().enumerate() {
         check_object(o, &format!("{path}.options[{j}]"), OPTION_FIELDS)?;
     }
@@ -194,8 +239,14 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<StateSpec>, CoreError> {
             continue;
         }
         let state = parse_state(line).map_err(|e| match e {
-            StateError::Json(e) => CoreError::Fixture { line: i + 1, message: format!("{} (column {})", json_message(&e), e.column()) },
-            StateError::Core(e) => CoreError::Fixture { line: i + 1, message: e.to_string() },
+            StateError::Json(e) => CoreError::Fixture {
+                line: i + 1,
+                message: format!("{} (column {})", json_message(&e), e.column()),
+            },
+            StateError::Core(e) => CoreError::Fixture {
+                line: i + 1,
+                message: e.to_string(),
+            },
         })?;
         states.push(state);
     }
@@ -213,12 +264,20 @@ pub fn parse_states(text: &str) -> Result<Vec<StateSpec>, CoreError> {
     let mut values = serde_json::Deserializer::from_str(text).into_iter::<Value>();
     match values.next() {
         None => Ok(Vec::new()),
-        Some(Err(e)) => Err(CoreError::Json { line: e.line(), column: e.column(), message: json_message(&e) }),
+        Some(Err(e)) => Err(CoreError::Json {
+            line: e.line(),
+            column: e.column(),
+            message: json_message(&e),
+        }),
         Some(Ok(_)) => {
             let first = &text[..values.byte_offset()];
             if first.trim().contains('\n') {
                 let state = parse_state(text).map_err(|e| match e {
-                    StateError::Json(e) => CoreError::Json { line: e.line(), column: e.column(), message: json_message(&e) },
+                    StateError::Json(e) => CoreError::Json {
+                        line: e.line(),
+                        column: e.column(),
+                        message: json_message(&e),
+                    },
                     StateError::Core(e) => e,
                 })?;
                 Ok(vec![state])
@@ -238,7 +297,12 @@ mod tests {
             id: "q1".into(),
             family: "f".into(),
             question: "Q?".into(),
-            options: (0..n).map(|i| OptionSpec { id: format!("o{i}"), description: format!("d{i}") }).collect(),
+            options: (0..n)
+                .map(|i| OptionSpec {
+                    id: format!("o{i}"),
+                    description: format!("d{i}"),
+                })
+                .collect(),
             answer: None,
         }
     }
@@ -258,10 +322,17 @@ mod tests {
     fn duplicates_empty_question_and_unknown_answer_are_refused() {
         let mut c = crit(3);
         c.options[2].id = "o0".into();
-        assert!(matches!(c.validate(), Err(CoreError::DuplicateOptionId { .. })));
+        assert!(matches!(
+            c.validate(),
+            Err(CoreError::DuplicateOptionId { .. })
+        ));
         let mut c = crit(3);
         c.question = "  ".into();
-        assert!(c.validate().unwrap_err().to_string().contains("question is empty"));
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("question is empty"));
         let mut c = crit(3);
         c.answer = Some("zz".into());
         assert!(matches!(c.validate(), Err(CoreError::UnknownAnswer { .. })));
@@ -282,7 +353,9 @@ mod tests {
         let states = parse_states(PRETTY).unwrap();
         assert_eq!(states.len(), 1);
         assert_eq!(states[0].criteria[0].options.len(), 2);
-        let example = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/state.json")).unwrap();
+        let example =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/state.json"))
+                .unwrap();
         assert_eq!(parse_states(&example).unwrap().len(), 1);
         // A wrong type on line 5: serde's own message, at its line.
         let bad = PRETTY.replace("\"question\": \"Q?\"", "\"question\": 7");
@@ -292,11 +365,24 @@ mod tests {
         // A missing field: reported where the object ends, not "line 1: EOF".
         let bad = PRETTY.replace("  \"evidence\": \"e\",\n", "");
         let e = parse_states(&bad).unwrap_err();
-        assert!(matches!(&e, CoreError::Json { line, .. } if *line > 1), "{e}");
+        assert!(
+            matches!(&e, CoreError::Json { line, .. } if *line > 1),
+            "{e}"
+        );
         assert!(e.to_string().contains("missing field `evidence`"), "{e}");
         // A syntax error inside the document.
         let e = parse_states(&PRETTY.replace("\"criteria\": [", "\"criteria\" [")).unwrap_err();
-        assert!(matches!(&e, CoreError::Json { line: 4, column: 14, .. }), "{e}");
+        assert!(
+            matches!(
+                &e,
+                CoreError::Json {
+                    line: 4,
+                    column: 14,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 
     #[test]
@@ -304,7 +390,10 @@ mod tests {
         let one = serde_json::to_string(&parse_states(PRETTY).unwrap()[0]).unwrap();
         let text = format!("{one}\n{}\n", one.replace("\"id\":\"s\"", "\"id\":\"t\""));
         let states = parse_states(&text).unwrap();
-        assert_eq!(states.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["s", "t"]);
+        assert_eq!(
+            states.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            ["s", "t"]
+        );
         let e = parse_states(&format!("{one}\n{{\"evidence\": 3}}\n")).unwrap_err();
         assert!(matches!(&e, CoreError::Fixture { line: 2, .. }), "{e}");
         assert!(parse_states("  \n").unwrap().is_empty());
@@ -312,18 +401,39 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_refused_with_the_nearest_known_one() {
-        let e = parse_states(&PRETTY.replace("\"question\"", "\"answr\": \"a\", \"question\"")).unwrap_err();
+        let e = parse_states(&PRETTY.replace("\"question\"", "\"answr\": \"a\", \"question\""))
+            .unwrap_err();
         assert_eq!(
             e,
-            CoreError::UnknownField { path: "criteria[0]".into(), field: "answr".into(), nearest: "answer", known: CRITERION_FIELDS }
+            CoreError::UnknownField {
+                path: "criteria[0]".into(),
+                field: "answr".into(),
+                nearest: "answer",
+                known: CRITERION_FIELDS
+            }
         );
         assert!(e.to_string().contains("did you mean \"answer\""), "{e}");
-        let e = parse_states(&PRETTY.replace("\"evidence\"", "\"evidense\": \"x\", \"evidence\"")).unwrap_err();
-        assert!(e.to_string().starts_with("state: unknown field \"evidense\"; did you mean \"evidence\""), "{e}");
-        let e = parse_states(&PRETTY.replace("\"description\": \"B\"", "\"description\": \"B\", \"desc\": 1")).unwrap_err();
-        assert!(e.to_string().starts_with("criteria[0].options[1]: unknown field \"desc\""), "{e}");
+        let e = parse_states(&PRETTY.replace("\"evidence\"", "\"evidense\": \"x\", \"evidence\""))
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("state: unknown field \"evidense\"; did you mean \"evidence\""),
+            "{e}"
+        );
+        let e = parse_states(&PRETTY.replace(
+            "\"description\": \"B\"",
+            "\"description\": \"B\", \"desc\": 1",
+        ))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("criteria[0].options[1]: unknown field \"desc\""),
+            "{e}"
+        );
         // The typed parse refuses them too (the JS surface has no text to walk).
-        assert!(serde_json::from_str::<OptionSpec>(r#"{"id":"a","description":"d","x":1}"#).is_err());
+        assert!(
+            serde_json::from_str::<OptionSpec>(r#"{"id":"a","description":"d","x":1}"#).is_err()
+        );
     }
 
     #[test]
@@ -331,12 +441,28 @@ mod tests {
         let dup = PRETTY.replace("\"id\": \"c\"", "\"id\": \"team\"");
         let mut s = parse_states(&dup).unwrap().remove(0);
         s.criteria.push(s.criteria[0].clone());
-        assert_eq!(s.validate().unwrap_err(), CoreError::DuplicateCriterionId { state: "s".into(), id: "team".into() });
+        assert_eq!(
+            s.validate().unwrap_err(),
+            CoreError::DuplicateCriterionId {
+                state: "s".into(),
+                id: "team".into()
+            }
+        );
         let line = serde_json::to_string(&s).unwrap();
-        assert!(parse_jsonl(&line).unwrap_err().to_string().contains("criterion id \"team\" appears more than once"));
+        assert!(parse_jsonl(&line)
+            .unwrap_err()
+            .to_string()
+            .contains("criterion id \"team\" appears more than once"));
         let e = parse_states(&PRETTY.replace("\"id\": \"c\"", "\"id\": \" \"")).unwrap_err();
-        assert_eq!(e, CoreError::EmptyCriterionId { state: "s".into(), index: 0 });
-        let e = parse_states(&PRETTY.replace("\"evidence\": \"e\"", "\"evidence\": \"  \\n\"")).unwrap_err();
+        assert_eq!(
+            e,
+            CoreError::EmptyCriterionId {
+                state: "s".into(),
+                index: 0
+            }
+        );
+        let e = parse_states(&PRETTY.replace("\"evidence\": \"e\"", "\"evidence\": \"  \\n\""))
+            .unwrap_err();
         assert_eq!(e, CoreError::EmptyEvidence { state: "s".into() });
     }
 }

@@ -23,9 +23,15 @@ pub struct HeadRows {
 
 impl HeadRows {
     pub fn parse(json: &str) -> Result<Self, CoreError> {
-        let r: Self = serde_json::from_str(json).map_err(|e| CoreError::Config(format!("head_rows.json: {e}")))?;
-        if r.version != 1 || r.columns.len() != r.rows.len() || r.bias.as_ref().is_some_and(|b| b.len() != r.rows.len()) {
-            return Err(CoreError::Config("head_rows.json: version must be 1 and columns, rows, bias the same length".into()));
+        let r: Self = serde_json::from_str(json)
+            .map_err(|e| CoreError::Config(format!("head_rows.json: {e}")))?;
+        if r.version != 1
+            || r.columns.len() != r.rows.len()
+            || r.bias.as_ref().is_some_and(|b| b.len() != r.rows.len())
+        {
+            return Err(CoreError::Config(
+                "head_rows.json: version must be 1 and columns, rows, bias the same length".into(),
+            ));
         }
         Ok(r)
     }
@@ -49,7 +55,11 @@ impl HeadRows {
     pub fn miss_bound(&self, i: usize, hidden: &[f32], logit: f64, f16_logits: bool) -> f64 {
         let row = &self.rows[i];
         let k = row.len().min(hidden.len());
-        let products: f64 = row.iter().zip(hidden).map(|(w, x)| (*w as f64 * *x as f64).abs()).sum();
+        let products: f64 = row
+            .iter()
+            .zip(hidden)
+            .map(|(w, x)| (*w as f64 * *x as f64).abs())
+            .sum();
         let accumulate = 2.0 * k as f64 * 2f64.powi(-24) * products;
         let quantise = match self.int8_input_block {
             Some(block) if block > 0 => row[..k]
@@ -63,7 +73,11 @@ impl HeadRows {
             _ => 0.0,
         };
         let bias = self.bias.as_ref().map_or(0.0, |b| (b[i] as f64).abs());
-        let eps = if f16_logits { 2f64.powi(-10) } else { 2f64.powi(-23) };
+        let eps = if f16_logits {
+            2f64.powi(-10)
+        } else {
+            2f64.powi(-23)
+        };
         quantise + accumulate + 2.0 * eps * (logit.abs() + bias)
     }
 
@@ -73,7 +87,11 @@ impl HeadRows {
             .iter()
             .enumerate()
             .map(|(i, row)| {
-                let dot: f64 = row.iter().zip(hidden).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let dot: f64 = row
+                    .iter()
+                    .zip(hidden)
+                    .map(|(a, b)| *a as f64 * *b as f64)
+                    .sum();
                 dot + self.bias.as_ref().map_or(0.0, |b| b[i] as f64)
             })
             .collect()
@@ -86,9 +104,18 @@ mod tests {
 
     #[test]
     fn projects_with_bias_and_refuses_ragged_files() {
-        let r = HeadRows { version: 1, columns: vec![5, 9], rows: vec![vec![1.0, 2.0], vec![0.5, -1.0]], bias: Some(vec![0.25, 0.0]), int8_input_block: None };
+        let r = HeadRows {
+            version: 1,
+            columns: vec![5, 9],
+            rows: vec![vec![1.0, 2.0], vec![0.5, -1.0]],
+            bias: Some(vec![0.25, 0.0]),
+            int8_input_block: None,
+        };
         assert_eq!(r.project(&[2.0, 1.0]), vec![4.25, 0.0]);
-        assert_eq!(HeadRows::parse(&serde_json::to_string(&r).unwrap()).unwrap(), r);
+        assert_eq!(
+            HeadRows::parse(&serde_json::to_string(&r).unwrap()).unwrap(),
+            r
+        );
         assert!(HeadRows::parse(r#"{"version":1,"columns":[1],"rows":[]}"#).is_err());
     }
 
@@ -96,16 +123,29 @@ mod tests {
     fn the_int8_bound_covers_rounding_each_block_and_nothing_more() {
         // Block of 2: x = [1.0, 0.3] has scale 1/127; 0.3 rounds to 38/127
         // (off by 0.0008), within scale/2 = 0.0039.
-        let r = HeadRows { version: 1, columns: vec![0], rows: vec![vec![2.0, -1.0]], bias: None, int8_input_block: Some(2) };
+        let r = HeadRows {
+            version: 1,
+            columns: vec![0],
+            rows: vec![vec![2.0, -1.0]],
+            bias: None,
+            int8_input_block: Some(2),
+        };
         let x = [1.0f32, 0.3];
         let exact = r.project(&x)[0];
         let q: Vec<f32> = x.iter().map(|v| (v * 127.0).round() / 127.0).collect();
         let kernel = r.project(&q)[0];
         let bound = r.miss_bound(0, &x, exact, false);
-        assert!((kernel - exact).abs() <= bound, "{} > {bound}", (kernel - exact).abs());
+        assert!(
+            (kernel - exact).abs() <= bound,
+            "{} > {bound}",
+            (kernel - exact).abs()
+        );
         let quant_part = 1.0 / 127.0 / 2.0 * 3.0;
         assert!(bound >= quant_part && bound < quant_part * 1.01, "{bound}");
-        let float = HeadRows { int8_input_block: None, ..r };
+        let float = HeadRows {
+            int8_input_block: None,
+            ..r
+        };
         assert!(float.miss_bound(0, &x, exact, false) < 1e-6);
     }
 }

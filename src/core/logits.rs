@@ -17,11 +17,17 @@ pub struct Logits {
 
 impl Logits {
     pub fn f32(dims: Vec<usize>, data: Vec<f32>) -> Self {
-        Self { dims, data: LogitsData::F32(data) }
+        Self {
+            dims,
+            data: LogitsData::F32(data),
+        }
     }
 
     pub fn f16(dims: Vec<usize>, data: Vec<f16>) -> Self {
-        Self { dims, data: LogitsData::F16(data) }
+        Self {
+            dims,
+            data: LogitsData::F16(data),
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -59,6 +65,8 @@ impl Logits {
     /// The row at `position` of a `[1, S, W]` tensor, widened to f32.
     pub fn row_f32(&self, position: usize) -> Vec<f32> {
         let w = self.dims[2];
-        (position * w..(position + 1) * w).map(|i| self.get(i)).collect()
+        (position * w..(position + 1) * w)
+            .map(|i| self.get(i))
+            .collect()
     }
 }

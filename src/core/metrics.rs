@@ -37,7 +37,15 @@ const P_FLOOR: f64 = 1e-12;
 pub fn summarize(items: &[Scored]) -> Summary {
     let n = items.len();
     if n == 0 {
-        return Summary { n, accuracy: 0.0, balanced_accuracy: 0.0, ece: 0.0, brier: 0.0, nll: 0.0, order_unstable: 0 };
+        return Summary {
+            n,
+            accuracy: 0.0,
+            balanced_accuracy: 0.0,
+            ece: 0.0,
+            brier: 0.0,
+            nll: 0.0,
+            order_unstable: 0,
+        };
     }
     let nf = n as f64;
     let correct: Vec<bool> = items.iter().map(|s| argmax(&s.probs) == s.gold).collect();
@@ -49,7 +57,11 @@ pub fn summarize(items: &[Scored]) -> Summary {
         e.0 += c as usize;
         e.1 += 1;
     }
-    let balanced_accuracy = per_class.values().map(|(h, t)| *h as f64 / *t as f64).sum::<f64>() / per_class.len() as f64;
+    let balanced_accuracy = per_class
+        .values()
+        .map(|(h, t)| *h as f64 / *t as f64)
+        .sum::<f64>()
+        / per_class.len() as f64;
 
     let mut bins = [(0usize, 0.0f64, 0.0f64); ECE_BINS];
     for (s, &c) in items.iter().zip(&correct) {
@@ -60,16 +72,37 @@ pub fn summarize(items: &[Scored]) -> Summary {
         bins[b].2 += c as u8 as f64;
     }
     // Σ_b (n_b / N)·|acc_b − conf_b| with per-bin means = Σ_b |Σ correct − Σ conf| / N.
-    let ece = bins.iter().map(|(_, conf, acc)| (acc - conf).abs() / nf).sum();
+    let ece = bins
+        .iter()
+        .map(|(_, conf, acc)| (acc - conf).abs() / nf)
+        .sum();
 
     let brier = items
         .iter()
-        .map(|s| s.probs.iter().enumerate().map(|(i, p)| (p - (i == s.gold) as u8 as f64).powi(2)).sum::<f64>())
+        .map(|s| {
+            s.probs
+                .iter()
+                .enumerate()
+                .map(|(i, p)| (p - (i == s.gold) as u8 as f64).powi(2))
+                .sum::<f64>()
+        })
         .sum::<f64>()
         / nf;
-    let nll = items.iter().map(|s| -s.probs[s.gold].max(P_FLOOR).ln()).sum::<f64>() / nf;
+    let nll = items
+        .iter()
+        .map(|s| -s.probs[s.gold].max(P_FLOOR).ln())
+        .sum::<f64>()
+        / nf;
     let order_unstable = items.iter().filter(|s| s.order_unstable).count();
-    Summary { n, accuracy, balanced_accuracy, ece, brier, nll, order_unstable }
+    Summary {
+        n,
+        accuracy,
+        balanced_accuracy,
+        ece,
+        brier,
+        nll,
+        order_unstable,
+    }
 }
 
 /// Per-family summaries and the mean of the families' balanced accuracies.
@@ -83,15 +116,25 @@ pub struct Report {
 pub fn report(items: &[Scored]) -> Report {
     let mut by_family: BTreeMap<String, Vec<Scored>> = BTreeMap::new();
     for s in items {
-        by_family.entry(s.family.clone()).or_default().push(s.clone());
+        by_family
+            .entry(s.family.clone())
+            .or_default()
+            .push(s.clone());
     }
-    let families: BTreeMap<String, Summary> = by_family.into_iter().map(|(f, v)| (f, summarize(&v))).collect();
+    let families: BTreeMap<String, Summary> = by_family
+        .into_iter()
+        .map(|(f, v)| (f, summarize(&v)))
+        .collect();
     let mean = if families.is_empty() {
         0.0
     } else {
         families.values().map(|s| s.balanced_accuracy).sum::<f64>() / families.len() as f64
     };
-    Report { families, overall: summarize(items), mean_family_balanced_accuracy: mean }
+    Report {
+        families,
+        overall: summarize(items),
+        mean_family_balanced_accuracy: mean,
+    }
 }
 
 /// Rescales probabilities as softmax(ln p / T).
@@ -100,7 +143,10 @@ pub fn apply_temperature(items: &[Scored], t: f64) -> Vec<Scored> {
         .iter()
         .map(|s| {
             let l: Vec<f64> = s.probs.iter().map(|p| p.max(P_FLOOR).ln() / t).collect();
-            Scored { probs: softmax(&l), ..s.clone() }
+            Scored {
+                probs: softmax(&l),
+                ..s.clone()
+            }
         })
         .collect()
 }
@@ -167,11 +213,22 @@ mod tests {
     use super::*;
 
     fn s(gold: usize, class: &str, probs: &[f64]) -> Scored {
-        Scored { family: "f".into(), gold, gold_class: class.into(), probs: probs.to_vec(), order_unstable: false }
+        Scored {
+            family: "f".into(),
+            gold,
+            gold_class: class.into(),
+            probs: probs.to_vec(),
+            order_unstable: false,
+        }
     }
 
     fn table() -> Vec<Scored> {
-        vec![s(0, "a", &[0.7, 0.3]), s(1, "b", &[0.6, 0.4]), s(1, "b", &[0.2, 0.8]), s(1, "b", &[0.5, 0.25, 0.25])]
+        vec![
+            s(0, "a", &[0.7, 0.3]),
+            s(1, "b", &[0.6, 0.4]),
+            s(1, "b", &[0.2, 0.8]),
+            s(1, "b", &[0.5, 0.25, 0.25]),
+        ]
     }
 
     #[test]
@@ -183,7 +240,10 @@ mod tests {
         close(m.balanced_accuracy, (1.0 + 1.0 / 3.0) / 2.0);
         // Brier: 0.18 + 0.72 + 0.08 + 0.875, over 4.
         close(m.brier, 1.855 / 4.0);
-        close(m.nll, -(0.7f64.ln() + 0.4f64.ln() + 0.8f64.ln() + 0.25f64.ln()) / 4.0);
+        close(
+            m.nll,
+            -(0.7f64.ln() + 0.4f64.ln() + 0.8f64.ln() + 0.25f64.ln()) / 4.0,
+        );
         // One item per bin: |1-.7| + |0-.6| + |1-.8| + |0-.5|, over 4.
         close(m.ece, 1.6 / 4.0);
     }
@@ -204,7 +264,15 @@ mod tests {
     #[test]
     fn temperature_fit_sharpens_underconfident_predictions() {
         // Always right but only 60% sure: the NLL-optimal temperature is < 1.
-        let items: Vec<Scored> = (0..20).map(|i| s(i % 2, if i % 2 == 0 { "a" } else { "b" }, &if i % 2 == 0 { [0.6, 0.4] } else { [0.4, 0.6] })).collect();
+        let items: Vec<Scored> = (0..20)
+            .map(|i| {
+                s(
+                    i % 2,
+                    if i % 2 == 0 { "a" } else { "b" },
+                    &if i % 2 == 0 { [0.6, 0.4] } else { [0.4, 0.6] },
+                )
+            })
+            .collect();
         let t = fit_temperature(&items);
         assert!(t < 0.2, "{t}");
         let c = calibrate(&items).unwrap();

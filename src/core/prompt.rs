@@ -47,8 +47,14 @@ mod tests {
             family: "lookup".into(),
             question: "Which colour?".into(),
             options: vec![
-                OptionSpec { id: "r".into(), description: "red".into() },
-                OptionSpec { id: "g".into(), description: "green".into() },
+                OptionSpec {
+                    id: "r".into(),
+                    description: "red".into(),
+                },
+                OptionSpec {
+                    id: "g".into(),
+                    description: "green".into(),
+                },
             ],
             answer: None,
         }

@@ -35,9 +35,19 @@ pub struct SlotReadout {
 /// Checks `[1, S, W]` against the head and returns the readout offset, `dims[1] - 1`.
 pub fn readout_offset(logits: &Logits, head: &HeadColumns) -> Result<usize, CoreError> {
     let d = &logits.dims;
-    let expected = || format!("expected [1, S >= 1, {}] with {} values", head.width(), "S*W");
-    if d.len() != 3 || d[0] != 1 || d[1] == 0 || d[2] != head.width() || logits.len() != d[1] * d[2] {
-        return Err(CoreError::LogitsLayout { dims: d.clone(), expected: expected() });
+    let expected = || {
+        format!(
+            "expected [1, S >= 1, {}] with {} values",
+            head.width(),
+            "S*W"
+        )
+    };
+    if d.len() != 3 || d[0] != 1 || d[1] == 0 || d[2] != head.width() || logits.len() != d[1] * d[2]
+    {
+        return Err(CoreError::LogitsLayout {
+            dims: d.clone(),
+            expected: expected(),
+        });
     }
     Ok(d[1] - 1)
 }
@@ -76,7 +86,11 @@ pub fn read_slots(
         }
         let v = logits.get(base + c);
         if !v.is_finite() {
-            return Err(CoreError::NonFiniteLogit { position: offset, column: c, value: v });
+            return Err(CoreError::NonFiniteLogit {
+                position: offset,
+                column: c,
+                value: v,
+            });
         }
         gathered.push(v);
     }
@@ -84,7 +98,11 @@ pub fn read_slots(
         HeadColumns::Vocab { .. } if want_allowed_mass => {
             let row = (base..base + width).map(|i| logits.get(i));
             if let Some((i, v)) = row.clone().enumerate().find(|(_, v)| !v.is_finite()) {
-                return Err(CoreError::NonFiniteLogit { position: offset, column: i, value: v });
+                return Err(CoreError::NonFiniteLogit {
+                    position: offset,
+                    column: i,
+                    value: v,
+                });
             }
             Some(log_sum_exp(row.map(|v| v as f64)))
         }
@@ -99,7 +117,11 @@ pub fn from_gathered(gathered: Vec<f32>, row_log_sum_exp: Option<f64>) -> SlotRe
     let wide: Vec<f64> = gathered.iter().map(|&v| v as f64).collect();
     let probs = softmax(&wide);
     let allowed_mass = row_log_sum_exp.map(|all| (log_sum_exp(wide.iter().copied()) - all).exp());
-    SlotReadout { logits: gathered, probs, allowed_mass }
+    SlotReadout {
+        logits: gathered,
+        probs,
+        allowed_mass,
+    }
 }
 
 #[cfg(test)]
@@ -109,7 +131,9 @@ mod tests {
 
     /// A deterministic [1, S, V] tensor with structure in every row.
     fn full(s: usize, v: usize) -> Vec<f32> {
-        (0..s * v).map(|i| ((i * 7919 % 1000) as f32 / 100.0) - 5.0).collect()
+        (0..s * v)
+            .map(|i| ((i * 7919 % 1000) as f32 / 100.0) - 5.0)
+            .collect()
     }
 
     #[test]
@@ -123,7 +147,13 @@ mod tests {
         let pruned = Logits::f32(vec![1, 1, 4], pruned_rows);
         let a = read_slots(&stock, &HeadColumns::Vocab { vocab: v }, &cols, true).unwrap();
         let b = read_slots(&last, &HeadColumns::Vocab { vocab: v }, &cols, true).unwrap();
-        let c = read_slots(&pruned, &HeadColumns::Pruned { rows: 4 }, &[0, 1, 2, 3], true).unwrap();
+        let c = read_slots(
+            &pruned,
+            &HeadColumns::Pruned { rows: 4 },
+            &[0, 1, 2, 3],
+            true,
+        )
+        .unwrap();
         assert_eq!(a.probs, b.probs);
         assert_eq!(a.probs, c.probs);
         assert_eq!(a.allowed_mass, b.allowed_mass);
@@ -149,15 +179,24 @@ mod tests {
     fn f16_view_reads_the_same() {
         let vals = [1.5f32, -2.0, 0.25, 3.0];
         let a = Logits::f32(vec![1, 1, 4], vals.to_vec());
-        let b = Logits::f16(vec![1, 1, 4], vals.iter().map(|&x| f16::from_f32(x)).collect());
+        let b = Logits::f16(
+            vec![1, 1, 4],
+            vals.iter().map(|&x| f16::from_f32(x)).collect(),
+        );
         let h = HeadColumns::Vocab { vocab: 4 };
-        assert_eq!(read_slots(&a, &h, &[3, 0], true).unwrap(), read_slots(&b, &h, &[3, 0], true).unwrap());
+        assert_eq!(
+            read_slots(&a, &h, &[3, 0], true).unwrap(),
+            read_slots(&b, &h, &[3, 0], true).unwrap()
+        );
     }
 
     #[test]
     fn wrong_width_and_non_finite_are_errors() {
         let l = Logits::f32(vec![1, 2, 3], vec![0.0; 6]);
-        assert!(matches!(read_slots(&l, &HeadColumns::Vocab { vocab: 4 }, &[0], false), Err(CoreError::LogitsLayout { .. })));
+        assert!(matches!(
+            read_slots(&l, &HeadColumns::Vocab { vocab: 4 }, &[0], false),
+            Err(CoreError::LogitsLayout { .. })
+        ));
         let l = Logits::f32(vec![1, 1, 3], vec![0.0, f32::NAN, 1.0]);
         assert!(matches!(
             read_slots(&l, &HeadColumns::Pruned { rows: 3 }, &[0, 1], false),

@@ -28,8 +28,18 @@ fn bad(msg: String) -> CoreError {
 }
 
 impl SlotMap {
-    pub fn new(model_id: &str, separator: Option<&str>, letters: &str, keep: Vec<u32>, original_vocab_size: usize) -> Result<Self, CoreError> {
-        let token_to_row = keep.iter().enumerate().map(|(row, id)| (id.to_string(), row)).collect();
+    pub fn new(
+        model_id: &str,
+        separator: Option<&str>,
+        letters: &str,
+        keep: Vec<u32>,
+        original_vocab_size: usize,
+    ) -> Result<Self, CoreError> {
+        let token_to_row = keep
+            .iter()
+            .enumerate()
+            .map(|(row, id)| (id.to_string(), row))
+            .collect();
         let map = Self {
             version: 1,
             model_id: model_id.to_string(),
@@ -58,16 +68,25 @@ impl SlotMap {
 
     pub fn validate(&self) -> Result<(), CoreError> {
         if self.version != 1 {
-            return Err(bad(format!("version is {}; only 1 is understood", self.version)));
+            return Err(bad(format!(
+                "version is {}; only 1 is understood",
+                self.version
+            )));
         }
         let letters: Vec<char> = self.letters.chars().collect();
         if letters.is_empty() || letters.len() > LETTERS.len() {
-            return Err(bad(format!("letters has {} entries; 1 to 20 are allowed", letters.len())));
+            return Err(bad(format!(
+                "letters has {} entries; 1 to 20 are allowed",
+                letters.len()
+            )));
         }
         let mut seen = HashSet::new();
         for l in &letters {
             if !LETTERS.contains(*l) || !seen.insert(*l) {
-                return Err(bad(format!("letters {:?}: {l:?} is not a distinct letter of {LETTERS}", self.letters)));
+                return Err(bad(format!(
+                    "letters {:?}: {l:?} is not a distinct letter of {LETTERS}",
+                    self.letters
+                )));
             }
         }
         if self.rows != letters.len() || self.keep.len() != letters.len() {
@@ -79,16 +98,31 @@ impl SlotMap {
             )));
         }
         if self.token_to_row.len() != self.rows {
-            return Err(bad(format!("token_to_row has {} entries; rows is {}", self.token_to_row.len(), self.rows)));
+            return Err(bad(format!(
+                "token_to_row has {} entries; rows is {}",
+                self.token_to_row.len(),
+                self.rows
+            )));
         }
         for (row, id) in self.keep.iter().enumerate() {
             if *id as usize >= self.original_vocab_size {
-                return Err(bad(format!("keep[{row}] = {id} is outside original_vocab_size {}", self.original_vocab_size)));
+                return Err(bad(format!(
+                    "keep[{row}] = {id} is outside original_vocab_size {}",
+                    self.original_vocab_size
+                )));
             }
             match self.token_to_row.get(&id.to_string()) {
                 Some(&r) if r == row => {}
-                Some(&r) => return Err(bad(format!("keep[{row}] = {id} but token_to_row[{id}] = {r}: the directions disagree"))),
-                None => return Err(bad(format!("keep[{row}] = {id} is missing from token_to_row: the directions disagree"))),
+                Some(&r) => {
+                    return Err(bad(format!(
+                        "keep[{row}] = {id} but token_to_row[{id}] = {r}: the directions disagree"
+                    )))
+                }
+                None => {
+                    return Err(bad(format!(
+                        "keep[{row}] = {id} is missing from token_to_row: the directions disagree"
+                    )))
+                }
             }
         }
         Ok(())
@@ -147,10 +181,17 @@ mod tests {
 
     #[test]
     fn counts_must_agree() {
-        let mut v: serde_json::Value =
-            serde_json::from_str(&SlotMap::new("m", None, "AB", vec![1, 2], 10).unwrap().to_json()).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(
+            &SlotMap::new("m", None, "AB", vec![1, 2], 10)
+                .unwrap()
+                .to_json(),
+        )
+        .unwrap();
         v["rows"] = 3.into();
-        assert!(SlotMap::parse(&v.to_string()).unwrap_err().to_string().contains("rows is 3"));
+        assert!(SlotMap::parse(&v.to_string())
+            .unwrap_err()
+            .to_string()
+            .contains("rows is 3"));
         assert!(SlotMap::new("m", None, "AB", vec![1, 20], 10).is_err());
     }
 }

@@ -19,7 +19,11 @@ pub const SUFFIX_LENGTHS: [usize; 6] = [1, 8, 16, 32, 64, 96];
 
 /// The prefix (`prefix` ids) and one suffix per length, all cut from one
 /// run of filler text, so every suffix continues the prefix.
-pub fn sweep_ids(tok: &TextTokenizer, prefix: usize, lengths: &[usize]) -> Result<(Vec<u32>, Vec<Vec<u32>>), CoreError> {
+pub fn sweep_ids(
+    tok: &TextTokenizer,
+    prefix: usize,
+    lengths: &[usize],
+) -> Result<(Vec<u32>, Vec<Vec<u32>>), CoreError> {
     let longest = lengths.iter().copied().max().unwrap_or(0);
     let need = prefix + longest;
     let mut text = String::new();
@@ -28,7 +32,10 @@ pub fn sweep_ids(tok: &TextTokenizer, prefix: usize, lengths: &[usize]) -> Resul
         text.push_str(FILLER);
         ids = tok.encode(&text)?;
     }
-    let suffixes = lengths.iter().map(|&n| ids[prefix..prefix + n].to_vec()).collect();
+    let suffixes = lengths
+        .iter()
+        .map(|&n| ids[prefix..prefix + n].to_vec())
+        .collect();
     ids.truncate(prefix);
     Ok((ids, suffixes))
 }
@@ -57,18 +64,37 @@ pub fn fit(xs: &[f64], ys: &[f64]) -> Option<Fit> {
     if n < 2 {
         return None;
     }
-    let (mx, my) = (xs[..n].iter().sum::<f64>() / n as f64, ys[..n].iter().sum::<f64>() / n as f64);
+    let (mx, my) = (
+        xs[..n].iter().sum::<f64>() / n as f64,
+        ys[..n].iter().sum::<f64>() / n as f64,
+    );
     let sxx: f64 = xs[..n].iter().map(|x| (x - mx).powi(2)).sum();
     if sxx == 0.0 {
         return None;
     }
-    let sxy: f64 = xs[..n].iter().zip(&ys[..n]).map(|(x, y)| (x - mx) * (y - my)).sum();
+    let sxy: f64 = xs[..n]
+        .iter()
+        .zip(&ys[..n])
+        .map(|(x, y)| (x - mx) * (y - my))
+        .sum();
     let per_token = sxy / sxx;
     let fixed = my - per_token * mx;
     let ss_tot: f64 = ys[..n].iter().map(|y| (y - my).powi(2)).sum();
-    let ss_res: f64 = xs[..n].iter().zip(&ys[..n]).map(|(x, y)| (y - fixed - per_token * x).powi(2)).sum();
-    let r2 = if ss_tot == 0.0 { 1.0 } else { 1.0 - ss_res / ss_tot };
-    Some(Fit { fixed_ms: fixed, per_token_ms: per_token, r2 })
+    let ss_res: f64 = xs[..n]
+        .iter()
+        .zip(&ys[..n])
+        .map(|(x, y)| (y - fixed - per_token * x).powi(2))
+        .sum();
+    let r2 = if ss_tot == 0.0 {
+        1.0
+    } else {
+        1.0 - ss_res / ss_tot
+    };
+    Some(Fit {
+        fixed_ms: fixed,
+        per_token_ms: per_token,
+        r2,
+    })
 }
 
 #[cfg(test)]
@@ -89,7 +115,11 @@ mod tests {
     #[test]
     fn fit_of_an_exact_line_is_exact_and_undefined_on_one_length() {
         let f = fit(&[1.0, 2.0, 4.0], &[12.0, 14.0, 18.0]).unwrap();
-        assert!((f.fixed_ms - 10.0).abs() < 1e-12 && (f.per_token_ms - 2.0).abs() < 1e-12 && (f.r2 - 1.0).abs() < 1e-12);
+        assert!(
+            (f.fixed_ms - 10.0).abs() < 1e-12
+                && (f.per_token_ms - 2.0).abs() < 1e-12
+                && (f.r2 - 1.0).abs() < 1e-12
+        );
         assert_eq!(fit(&[8.0, 8.0], &[1.0, 2.0]), None);
         assert_eq!(fit(&[8.0], &[1.0]), None);
     }

@@ -18,14 +18,18 @@ pub struct LetterIds {
 
 impl TextTokenizer {
     pub fn from_json(bytes: &[u8]) -> Result<Self, CoreError> {
-        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|e| CoreError::Tokenizer(e.to_string()))?;
+        let inner = tokenizers::Tokenizer::from_bytes(bytes)
+            .map_err(|e| CoreError::Tokenizer(e.to_string()))?;
         Ok(Self { inner })
     }
 
     /// Ids of `text` with no special tokens added: head and suffix are
     /// tokenised separately and concatenated, so neither may gain a BOS.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, CoreError> {
-        let enc = self.inner.encode(text, false).map_err(|e| CoreError::Tokenizer(e.to_string()))?;
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| CoreError::Tokenizer(e.to_string()))?;
         Ok(enc.get_ids().to_vec())
     }
 
@@ -43,17 +47,25 @@ impl TextTokenizer {
                 });
             }
             if let Some(j) = ids.iter().position(|&x| x == got[0]) {
-                return Err(CoreError::LettersCollide { a: letter(j), b: letter(i), id: got[0] });
+                return Err(CoreError::LettersCollide {
+                    a: letter(j),
+                    b: letter(i),
+                    id: got[0],
+                });
             }
             ids.push(got[0]);
         }
-        Ok(LetterIds { separator: separator.to_string(), ids })
+        Ok(LetterIds {
+            separator: separator.to_string(),
+            ids,
+        })
     }
 
     /// The suffix ends with `"Answer:"`, so the natural answer is `" A"`; a
     /// tokenizer that cannot make that one token falls back to `"A"`.
     pub fn probe_letter_ids(&self) -> Result<LetterIds, CoreError> {
-        self.letter_ids(" ").or_else(|first| self.letter_ids("").map_err(|_| first))
+        self.letter_ids(" ")
+            .or_else(|first| self.letter_ids("").map_err(|_| first))
     }
 }
 
@@ -64,7 +76,10 @@ mod tests {
     /// A byte-level BPE with no merges: every byte is its own token.
     fn bytes_only() -> TextTokenizer {
         let mut vocab = serde_json::Map::new();
-        let chars: Vec<String> = (b'A'..=b'Z').map(|b| (b as char).to_string()).chain(["Ġ".to_string(), ":".to_string()]).collect();
+        let chars: Vec<String> = (b'A'..=b'Z')
+            .map(|b| (b as char).to_string())
+            .chain(["Ġ".to_string(), ":".to_string()])
+            .collect();
         for (i, c) in chars.iter().enumerate() {
             vocab.insert(c.clone(), i.into());
         }
@@ -82,7 +97,17 @@ mod tests {
     fn a_letter_that_is_two_tokens_is_named_and_the_bare_letter_is_tried() {
         let t = bytes_only();
         let e = t.letter_ids(" ").unwrap_err();
-        assert!(matches!(e, CoreError::LetterNotOneToken { letter: 'A', count: 2, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                CoreError::LetterNotOneToken {
+                    letter: 'A',
+                    count: 2,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         assert!(e.to_string().contains("exactly one"));
         let ids = t.probe_letter_ids().unwrap();
         assert_eq!(ids.separator, "");
@@ -98,6 +123,16 @@ mod tests {
         });
         let t = TextTokenizer::from_json(json.to_string().as_bytes()).unwrap();
         let e = t.probe_letter_ids().unwrap_err();
-        assert!(matches!(e, CoreError::LettersCollide { a: 'C', b: 'D', id: 0 }), "{e}");
+        assert!(
+            matches!(
+                e,
+                CoreError::LettersCollide {
+                    a: 'C',
+                    b: 'D',
+                    id: 0
+                }
+            ),
+            "{e}"
+        );
     }
 }

@@ -15,7 +15,13 @@ fn release<R: Runtime>(rt: &mut R, kv: Option<R::Kv>) {
 
 /// Grows `past` (or an empty past) by `ids`, `limit` tokens per run. The
 /// caller's `past` is never released; the returned past is new.
-pub async fn extend<R: Runtime>(rt: &mut R, conv: Convention, limit: usize, past: Option<&R::Kv>, ids: &[u32]) -> Result<R::Kv, EngineError> {
+pub async fn extend<R: Runtime>(
+    rt: &mut R,
+    conv: Convention,
+    limit: usize,
+    past: Option<&R::Kv>,
+    ids: &[u32],
+) -> Result<R::Kv, EngineError> {
     let limit = limit.max(1);
     let mut len = past.map_or(0, |p| rt.kv_len(p));
     let mut owned: Option<R::Kv> = None;
@@ -50,12 +56,18 @@ pub async fn read<R: Runtime>(
     spec: &ReadSpec<'_>,
 ) -> Result<(RowRead, usize), EngineError> {
     if ids.is_empty() {
-        return Err(EngineError::Proof("a readout of zero tokens was asked for".into()));
+        return Err(EngineError::Proof(
+            "a readout of zero tokens was asked for".into(),
+        ));
     }
     let limit = limit.max(1);
     let last = limit.min(ids.len());
     let (lead, tail) = ids.split_at(ids.len() - last);
-    let grown = if lead.is_empty() { None } else { Some(extend(rt, conv, limit, past, lead).await?) };
+    let grown = if lead.is_empty() {
+        None
+    } else {
+        Some(extend(rt, conv, limit, past, lead).await?)
+    };
     let base = grown.as_ref().or(past);
     let len = base.map_or(0, |p| rt.kv_len(p));
     let step = derive(conv, rt.signature(), len, tail);

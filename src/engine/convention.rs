@@ -24,7 +24,10 @@ pub enum Convention {
 /// The candidates a graph's inputs make plausible.
 pub fn candidates(sig: &Signature) -> Vec<Convention> {
     if sig.has_position_ids {
-        vec![Convention::PositionsFromPast, Convention::PositionsFromPastMinusOne]
+        vec![
+            Convention::PositionsFromPast,
+            Convention::PositionsFromPastMinusOne,
+        ]
     } else if sig.has_attention_mask {
         vec![Convention::MaskPastAndSuffix, Convention::MaskSuffixOnly]
     } else {
@@ -47,7 +50,9 @@ pub fn derive(conv: Convention, sig: &Signature, past_len: usize, ids: &[u32]) -
     Step {
         input_ids: ids.iter().map(|&i| i as i64).collect(),
         attention_mask: sig.has_attention_mask.then(|| vec![1; mask_len]),
-        position_ids: sig.has_position_ids.then(|| (start..start + n).map(|p| p as i64).collect()),
+        position_ids: sig
+            .has_position_ids
+            .then(|| (start..start + n).map(|p| p as i64).collect()),
     }
 }
 
@@ -57,21 +62,35 @@ mod tests {
     use crate::runtime::Dtype;
 
     fn sig(mask: bool, pos: bool) -> Signature {
-        let mut inputs = vec!["input_ids".to_string(), "past_key_values.0.key".into(), "past_key_values.0.value".into()];
+        let mut inputs = vec![
+            "input_ids".to_string(),
+            "past_key_values.0.key".into(),
+            "past_key_values.0.value".into(),
+        ];
         if mask {
             inputs.push("attention_mask".into());
         }
         if pos {
             inputs.push("position_ids".into());
         }
-        let outputs = vec!["logits".to_string(), "present.0.key".into(), "present.0.value".into()];
+        let outputs = vec![
+            "logits".to_string(),
+            "present.0.key".into(),
+            "present.0.value".into(),
+        ];
         Signature::from_io(inputs, outputs, Dtype::F32, vec![-1, 2, -1, 4], Dtype::F32).unwrap()
     }
 
     #[test]
     fn candidates_follow_the_inputs() {
-        assert_eq!(candidates(&sig(true, false)), vec![Convention::MaskPastAndSuffix, Convention::MaskSuffixOnly]);
-        assert_eq!(candidates(&sig(true, true))[1], Convention::PositionsFromPastMinusOne);
+        assert_eq!(
+            candidates(&sig(true, false)),
+            vec![Convention::MaskPastAndSuffix, Convention::MaskSuffixOnly]
+        );
+        assert_eq!(
+            candidates(&sig(true, true))[1],
+            Convention::PositionsFromPastMinusOne
+        );
         assert_eq!(candidates(&sig(false, false)), vec![Convention::Implicit]);
     }
 
@@ -84,9 +103,18 @@ mod tests {
         let b = derive(Convention::PositionsFromPastMinusOne, &s, 5, &[7, 8]);
         assert_eq!(b.position_ids, Some(vec![4, 5]));
         let g = sig(true, false);
-        assert_eq!(derive(Convention::MaskSuffixOnly, &g, 5, &[7, 8]).attention_mask, Some(vec![1, 1]));
-        assert_eq!(derive(Convention::MaskSuffixOnly, &g, 5, &[7, 8]).position_ids, None);
+        assert_eq!(
+            derive(Convention::MaskSuffixOnly, &g, 5, &[7, 8]).attention_mask,
+            Some(vec![1, 1])
+        );
+        assert_eq!(
+            derive(Convention::MaskSuffixOnly, &g, 5, &[7, 8]).position_ids,
+            None
+        );
         // An empty past: every candidate derives the same step.
-        assert_eq!(derive(Convention::PositionsFromPastMinusOne, &s, 0, &[1, 2]), derive(Convention::PositionsFromPast, &s, 0, &[1, 2]));
+        assert_eq!(
+            derive(Convention::PositionsFromPastMinusOne, &s, 0, &[1, 2]),
+            derive(Convention::PositionsFromPast, &s, 0, &[1, 2])
+        );
     }
 }

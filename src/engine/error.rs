@@ -16,5 +16,9 @@ pub enum EngineError {
     #[error("state {0}: no such state (it was disposed, or never prefilled on this engine)")]
     UnknownState(u64),
     #[error("criterion {criterion:?}: option {letter} needs a letter the pruned head does not keep (it keeps {kept:?})")]
-    LetterNotKept { criterion: String, letter: char, kept: String },
+    LetterNotKept {
+        criterion: String,
+        letter: char,
+        kept: String,
+    },
 }

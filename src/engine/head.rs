@@ -25,18 +25,27 @@ pub struct LetterPlan {
 }
 
 impl LetterPlan {
-    pub fn new(tok: &TextTokenizer, config: &ModelConfig, slot_map: Option<&SlotMap>) -> Result<Self, EngineError> {
+    pub fn new(
+        tok: &TextTokenizer,
+        config: &ModelConfig,
+        slot_map: Option<&SlotMap>,
+    ) -> Result<Self, EngineError> {
         match slot_map {
             None => {
                 let ids = tok.probe_letter_ids()?;
                 if let Some(&bad) = ids.ids.iter().find(|&&id| id as usize >= config.vocab_size) {
-                    return Err(EngineError::Proof(format!("letter token {bad} is outside vocab_size {}", config.vocab_size)));
+                    return Err(EngineError::Proof(format!(
+                        "letter token {bad} is outside vocab_size {}",
+                        config.vocab_size
+                    )));
                 }
                 Ok(Self {
                     separator: ids.separator,
                     columns: ids.ids.iter().map(|&id| Some(id as usize)).collect(),
                     letter_ids: ids.ids,
-                    head: HeadColumns::Vocab { vocab: config.vocab_size },
+                    head: HeadColumns::Vocab {
+                        vocab: config.vocab_size,
+                    },
                     pruned_letters: None,
                 })
             }

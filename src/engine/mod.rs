@@ -47,7 +47,10 @@ pub struct ScoreOptions {
 
 impl Default for ScoreOptions {
     fn default() -> Self {
-        Self { debias: Debias::None, allowed_mass: true }
+        Self {
+            debias: Debias::None,
+            allowed_mass: true,
+        }
     }
 }
 
@@ -86,7 +89,11 @@ impl<R: Runtime> Engine<R> {
     pub async fn new(mut runtime: R, assets: ModelAssets) -> Result<Self, EngineError> {
         let config = ModelConfig::parse(&assets.config_json)?;
         let tokenizer = TextTokenizer::from_json(&assets.tokenizer_json)?;
-        let slot_map = assets.slot_map_json.as_deref().map(SlotMap::parse).transpose()?;
+        let slot_map = assets
+            .slot_map_json
+            .as_deref()
+            .map(SlotMap::parse)
+            .transpose()?;
         let plan = LetterPlan::new(&tokenizer, &config, slot_map.as_ref())?;
         let sig = runtime.signature();
         if sig.past.len() != config.layers {
@@ -96,13 +103,26 @@ impl<R: Runtime> Engine<R> {
                 config.layers
             )));
         }
-        let head_rows = assets.head_rows_json.as_deref().map(HeadRows::parse).transpose()?;
+        let head_rows = assets
+            .head_rows_json
+            .as_deref()
+            .map(HeadRows::parse)
+            .transpose()?;
         if sig.exposes_hidden() && head_rows.is_none() {
             return Err(EngineError::Proof("the graph exposes last_hidden but head_rows.json is missing: extraction cannot be proven".into()));
         }
         let head_rows = head_rows.filter(|_| sig.exposes_hidden());
         let proof = proof::prove(&mut runtime, &tokenizer, &plan, head_rows.as_ref()).await?;
-        Ok(Self { runtime, model_id: assets.model_id, config, tokenizer, plan, proof, states: BTreeMap::new(), next_state: 1 })
+        Ok(Self {
+            runtime,
+            model_id: assets.model_id,
+            config,
+            tokenizer,
+            plan,
+            proof,
+            states: BTreeMap::new(),
+            next_state: 1,
+        })
     }
 
     pub fn info(&self) -> EngineInfo {
@@ -138,7 +158,10 @@ impl<R: Runtime> Engine<R> {
 
     /// Live KV tensors over every state.
     pub fn live_kv_tensors(&self) -> usize {
-        self.states.values().map(|s| self.runtime.kv_tensors(&s.kv)).sum()
+        self.states
+            .values()
+            .map(|s| self.runtime.kv_tensors(&s.kv))
+            .sum()
     }
 
     /// Bytes the runtime has copied out of its tensors since load.
@@ -153,7 +176,12 @@ impl<R: Runtime> Engine<R> {
     fn check_context(&self, field: &'static str, tokens: usize) -> Result<(), EngineError> {
         let limit = self.config.max_positions;
         if tokens > limit {
-            return Err(CoreError::ContextOverflow { field, tokens, limit }.into());
+            return Err(CoreError::ContextOverflow {
+                field,
+                tokens,
+                limit,
+            }
+            .into());
         }
         Ok(())
     }
@@ -163,19 +191,39 @@ impl<R: Runtime> Engine<R> {
         // The instruction alone would still tokenise to something: check the
         // evidence itself, or an empty state is scored as if it said nothing.
         if state.evidence.trim().is_empty() {
-            return Err(CoreError::EmptyEvidence { state: state.id.clone() }.into());
+            return Err(CoreError::EmptyEvidence {
+                state: state.id.clone(),
+            }
+            .into());
         }
-        let head_ids = self.tokenizer.encode(&render_head(state.instruction.as_deref(), &state.evidence))?;
+        let head_ids = self
+            .tokenizer
+            .encode(&render_head(state.instruction.as_deref(), &state.evidence))?;
         if head_ids.is_empty() {
-            return Err(CoreError::EmptyField { criterion: state.id.clone(), field: "evidence" }.into());
+            return Err(CoreError::EmptyField {
+                criterion: state.id.clone(),
+                field: "evidence",
+            }
+            .into());
         }
         self.keep_head("evidence", head_ids).await
     }
 
     /// Runs `head_ids` from an empty past in proven-length chunks and keeps the KV as a new state.
-    async fn keep_head(&mut self, field: &'static str, head_ids: Vec<u32>) -> Result<StateId, EngineError> {
+    async fn keep_head(
+        &mut self,
+        field: &'static str,
+        head_ids: Vec<u32>,
+    ) -> Result<StateId, EngineError> {
         self.check_context(field, head_ids.len())?;
-        let kv = chunk::extend(&mut self.runtime, self.proof.convention, self.proof.run_limit, None, &head_ids).await?;
+        let kv = chunk::extend(
+            &mut self.runtime,
+            self.proof.convention,
+            self.proof.run_limit,
+            None,
+            &head_ids,
+        )
+        .await?;
         let id = StateId(self.next_state);
         self.next_state += 1;
         self.states.insert(id, LiveState { kv, head_ids });
@@ -186,7 +234,11 @@ impl<R: Runtime> Engine<R> {
     /// prefix, so every runner feeds identical ids.
     pub async fn prefill_ids(&mut self, ids: &[u32]) -> Result<StateId, EngineError> {
         if ids.is_empty() {
-            return Err(CoreError::EmptyField { criterion: "prefill".into(), field: "ids" }.into());
+            return Err(CoreError::EmptyField {
+                criterion: "prefill".into(),
+                field: "ids",
+            }
+            .into());
         }
         self.keep_head("ids", ids.to_vec()).await
     }
@@ -194,32 +246,66 @@ impl<R: Runtime> Engine<R> {
     /// The readout of the first `options` letters after the state's past and
     /// raw `ids`: exactly the run a criterion of that many suffix tokens costs
     /// (same chunking, same readout path), without the prompt around it.
-    pub async fn read_ids(&mut self, id: StateId, ids: &[u32], options: usize, allowed_mass: bool) -> Result<SlotReadout, EngineError> {
+    pub async fn read_ids(
+        &mut self,
+        id: StateId,
+        ids: &[u32],
+        options: usize,
+        allowed_mass: bool,
+    ) -> Result<SlotReadout, EngineError> {
         if options < 2 {
-            return Err(CoreError::TooFewOptions { criterion: "sweep".into(), count: options }.into());
+            return Err(CoreError::TooFewOptions {
+                criterion: "sweep".into(),
+                count: options,
+            }
+            .into());
         }
         if options > 20 {
-            return Err(CoreError::TooManyOptions { criterion: "sweep".into(), count: options }.into());
+            return Err(CoreError::TooManyOptions {
+                criterion: "sweep".into(),
+                count: options,
+            }
+            .into());
         }
         if ids.is_empty() {
-            return Err(CoreError::EmptyField { criterion: "sweep".into(), field: "ids" }.into());
+            return Err(CoreError::EmptyField {
+                criterion: "sweep".into(),
+                field: "ids",
+            }
+            .into());
         }
         let columns = self.plan.columns_for("sweep", options)?;
-        let state = self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?;
+        let state = self
+            .states
+            .get(&id)
+            .ok_or(EngineError::UnknownState(id.0))?;
         let total = state.head_ids.len() + ids.len();
         if total > self.config.max_positions {
-            return Err(CoreError::ContextOverflow { field: "ids", tokens: total, limit: self.config.max_positions }.into());
+            return Err(CoreError::ContextOverflow {
+                field: "ids",
+                tokens: total,
+                limit: self.config.max_positions,
+            }
+            .into());
         }
         let head = self.plan.head.clone();
-        let spec = ReadSpec { head: &head, columns: &columns, allowed_mass: allowed_mass && !self.is_pruned() };
+        let spec = ReadSpec {
+            head: &head,
+            columns: &columns,
+            allowed_mass: allowed_mass && !self.is_pruned(),
+        };
         let (conv, limit) = (self.proof.convention, self.proof.run_limit);
-        let (read, _) = chunk::read(&mut self.runtime, conv, limit, Some(&state.kv), ids, &spec).await?;
+        let (read, _) =
+            chunk::read(&mut self.runtime, conv, limit, Some(&state.kv), ids, &spec).await?;
         Ok(read.slots)
     }
 
     /// Releases a state's KV. Disposing twice is an error that names the state.
     pub fn dispose(&mut self, id: StateId) -> Result<(), EngineError> {
-        let s = self.states.remove(&id).ok_or(EngineError::UnknownState(id.0))?;
+        let s = self
+            .states
+            .remove(&id)
+            .ok_or(EngineError::UnknownState(id.0))?;
         self.runtime.release(s.kv);
         Ok(())
     }
@@ -236,17 +322,32 @@ impl<R: Runtime> Engine<R> {
     }
 
     pub fn head_tokens(&self, id: StateId) -> Result<usize, EngineError> {
-        Ok(self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?.head_ids.len())
+        Ok(self
+            .states
+            .get(&id)
+            .ok_or(EngineError::UnknownState(id.0))?
+            .head_ids
+            .len())
     }
 
     /// Scores one criterion against a prefilled state.
-    pub async fn score(&mut self, id: StateId, criterion: &Criterion, opts: &ScoreOptions) -> Result<Decision, EngineError> {
+    pub async fn score(
+        &mut self,
+        id: StateId,
+        criterion: &Criterion,
+        opts: &ScoreOptions,
+    ) -> Result<Decision, EngineError> {
         self.score_with(id, criterion, opts, false).await
     }
 
     /// The reference: every suffix scored by one uncached forward of the
     /// concatenated head and suffix ids (never a re-tokenisation).
-    pub async fn score_uncached(&mut self, id: StateId, criterion: &Criterion, opts: &ScoreOptions) -> Result<Decision, EngineError> {
+    pub async fn score_uncached(
+        &mut self,
+        id: StateId,
+        criterion: &Criterion,
+        opts: &ScoreOptions,
+    ) -> Result<Decision, EngineError> {
         self.score_with(id, criterion, opts, true).await
     }
 
@@ -255,15 +356,27 @@ impl<R: Runtime> Engine<R> {
     /// onnxruntime-web's GroupQueryAttention refuses batch > 1 with several
     /// new tokens and a past; this is how that refusal is observed, and the
     /// engine stays usable after it.
-    pub async fn run_many_suffixes(&mut self, id: StateId, criteria: &[Criterion]) -> Result<Vec<Vec<usize>>, EngineError> {
-        let state = self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?;
+    pub async fn run_many_suffixes(
+        &mut self,
+        id: StateId,
+        criteria: &[Criterion],
+    ) -> Result<Vec<Vec<usize>>, EngineError> {
+        let state = self
+            .states
+            .get(&id)
+            .ok_or(EngineError::UnknownState(id.0))?;
         let past_len = self.runtime.kv_len(&state.kv);
         let mut steps = Vec::with_capacity(criteria.len());
         for c in criteria {
             c.validate()?;
             let order: Vec<usize> = (0..c.options.len()).collect();
             let ids = self.tokenizer.encode(&render_suffix(c, &order))?;
-            steps.push(convention::derive(self.proof.convention, self.runtime.signature(), past_len, &ids));
+            steps.push(convention::derive(
+                self.proof.convention,
+                self.runtime.signature(),
+                past_len,
+                &ids,
+            ));
         }
         let out = self.runtime.run_many(&steps, Some(&state.kv)).await?;
         Ok(out.into_iter().map(|l| l.dims).collect())
@@ -271,9 +384,16 @@ impl<R: Runtime> Engine<R> {
 
     /// The hidden state at each criterion's answer position (the input to the
     /// head), for graphs that expose it; proven at load (DESIGN §6.4).
-    pub async fn extract(&mut self, id: StateId, criteria: &[Criterion]) -> Result<Vec<Vec<f32>>, EngineError> {
+    pub async fn extract(
+        &mut self,
+        id: StateId,
+        criteria: &[Criterion],
+    ) -> Result<Vec<Vec<f32>>, EngineError> {
         if !self.runtime.signature().exposes_hidden() {
-            return Err(EngineError::Proof("this graph does not expose last_hidden (build it with `readout expose-hidden`)".into()));
+            return Err(EngineError::Proof(
+                "this graph does not expose last_hidden (build it with `readout expose-hidden`)"
+                    .into(),
+            ));
         }
         let mut out = Vec::with_capacity(criteria.len());
         for c in criteria {
@@ -281,20 +401,35 @@ impl<R: Runtime> Engine<R> {
             let order: Vec<usize> = (0..c.options.len()).collect();
             let columns = self.plan.all_columns();
             let head = self.plan.head.clone();
-            let spec = ReadSpec { head: &head, columns: &columns, allowed_mass: false };
+            let spec = ReadSpec {
+                head: &head,
+                columns: &columns,
+                allowed_mass: false,
+            };
             let r = self.run_suffix(id, c, &order, false, &spec).await?;
-            let h = r.hidden.ok_or_else(|| EngineError::Proof("the run returned no last_hidden".into()))?;
+            let h = r
+                .hidden
+                .ok_or_else(|| EngineError::Proof("the run returned no last_hidden".into()))?;
             out.push(h.to_f32_vec());
         }
         Ok(out)
     }
 
-    pub async fn score_all(&mut self, id: StateId, criteria: &[Criterion], opts: &ScoreOptions) -> Result<Vec<Decision>, EngineError> {
+    pub async fn score_all(
+        &mut self,
+        id: StateId,
+        criteria: &[Criterion],
+        opts: &ScoreOptions,
+    ) -> Result<Vec<Decision>, EngineError> {
         // Decisions are reported by criterion id: two with one id could not be told apart.
         let mut seen = std::collections::HashSet::new();
         for c in criteria {
             if !seen.insert(c.id.as_str()) {
-                return Err(CoreError::DuplicateCriterionId { state: format!("#{}", id.0), id: c.id.clone() }.into());
+                return Err(CoreError::DuplicateCriterionId {
+                    state: format!("#{}", id.0),
+                    id: c.id.clone(),
+                }
+                .into());
             }
         }
         let mut out = Vec::with_capacity(criteria.len());
@@ -307,12 +442,27 @@ impl<R: Runtime> Engine<R> {
     /// One suffix readout of `criterion` in display `order` against the
     /// state's past (or, `uncached`, head + suffix ids from an empty past:
     /// never a re-tokenisation), in runs no longer than the proven limit.
-    async fn run_suffix(&mut self, id: StateId, criterion: &Criterion, order: &[usize], uncached: bool, spec: &ReadSpec<'_>) -> Result<RowRead, EngineError> {
-        let state = self.states.get(&id).ok_or(EngineError::UnknownState(id.0))?;
+    async fn run_suffix(
+        &mut self,
+        id: StateId,
+        criterion: &Criterion,
+        order: &[usize],
+        uncached: bool,
+        spec: &ReadSpec<'_>,
+    ) -> Result<RowRead, EngineError> {
+        let state = self
+            .states
+            .get(&id)
+            .ok_or(EngineError::UnknownState(id.0))?;
         let suffix = self.tokenizer.encode(&render_suffix(criterion, order))?;
         let total = state.head_ids.len() + suffix.len();
         if total > self.config.max_positions {
-            return Err(CoreError::ContextOverflow { field: "evidence + criterion", tokens: total, limit: self.config.max_positions }.into());
+            return Err(CoreError::ContextOverflow {
+                field: "evidence + criterion",
+                tokens: total,
+                limit: self.config.max_positions,
+            }
+            .into());
         }
         let (conv, limit) = (self.proof.convention, self.proof.run_limit);
         let (read, _) = if uncached {
@@ -320,12 +470,26 @@ impl<R: Runtime> Engine<R> {
             full.extend_from_slice(&suffix);
             chunk::read(&mut self.runtime, conv, limit, None, &full, spec).await?
         } else {
-            chunk::read(&mut self.runtime, conv, limit, Some(&state.kv), &suffix, spec).await?
+            chunk::read(
+                &mut self.runtime,
+                conv,
+                limit,
+                Some(&state.kv),
+                &suffix,
+                spec,
+            )
+            .await?
         };
         Ok(read)
     }
 
-    async fn score_with(&mut self, id: StateId, criterion: &Criterion, opts: &ScoreOptions, uncached: bool) -> Result<Decision, EngineError> {
+    async fn score_with(
+        &mut self,
+        id: StateId,
+        criterion: &Criterion,
+        opts: &ScoreOptions,
+        uncached: bool,
+    ) -> Result<Decision, EngineError> {
         criterion.validate()?;
         let n = criterion.options.len();
         let columns = self.plan.columns_for(&criterion.id, n)?;
@@ -334,9 +498,16 @@ impl<R: Runtime> Engine<R> {
         let mut runs = Vec::new();
         let mut mass = Vec::new();
         let head = self.plan.head.clone();
-        let spec = ReadSpec { head: &head, columns: &columns, allowed_mass: want_mass };
+        let spec = ReadSpec {
+            head: &head,
+            columns: &columns,
+            allowed_mass: want_mass,
+        };
         for order in orders(opts.debias, n) {
-            let r = self.run_suffix(id, criterion, &order, uncached, &spec).await?.slots;
+            let r = self
+                .run_suffix(id, criterion, &order, uncached, &spec)
+                .await?
+                .slots;
             mass.extend(r.allowed_mass);
             runs.push((order, r.probs));
         }
@@ -344,6 +515,12 @@ impl<R: Runtime> Engine<R> {
         let allowed_mass = (!mass.is_empty()).then(|| mass.iter().sum::<f64>() / mass.len() as f64);
         let order_unstable = (opts.debias == Debias::Cyclic).then_some(unstable);
         let ms = self.runtime.now_ms() - t0;
-        Ok(Decision::new(criterion, &probs, allowed_mass, order_unstable, ms))
+        Ok(Decision::new(
+            criterion,
+            &probs,
+            allowed_mass,
+            order_unstable,
+            ms,
+        ))
     }
 }

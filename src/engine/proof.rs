@@ -32,14 +32,24 @@ Tern, a small ferry that runs twice a day to the islands. The harbour master not
 was delayed by fog and that its cargo was inspected before unloading.";
 
 pub fn probe_criterion() -> Criterion {
-    let opt = |id: &str, d: &str| OptionSpec { id: id.into(), description: d.into() };
+    let opt = |id: &str, d: &str| OptionSpec {
+        id: id.into(),
+        description: d.into(),
+    };
     Criterion {
         id: "probe".into(),
         family: "probe".into(),
-        question: "Which ship carried a refrigerated cargo of fruit into the harbour that morning?".into(),
+        question: "Which ship carried a refrigerated cargo of fruit into the harbour that morning?"
+            .into(),
         options: vec![
-            opt("marguerite", "The Marguerite, the grain carrier that came from Odessa"),
-            opt("halcyon", "The Halcyon, which was delayed by fog before unloading"),
+            opt(
+                "marguerite",
+                "The Marguerite, the grain carrier that came from Odessa",
+            ),
+            opt(
+                "halcyon",
+                "The Halcyon, which was delayed by fog before unloading",
+            ),
             opt("tern", "The Tern, the small ferry that runs to the islands"),
             opt("none", "None of the ships listed in the harbour ledger"),
         ],
@@ -106,26 +116,53 @@ pub const EXTRACTION_TOLERANCE: f64 = 0.05;
 const LIMIT_LADDER: [usize; 6] = [64, 32, 16, 8, 4, 2];
 
 fn compare(conv: Convention, p: &[f64], reference: &[f64], tol: f64) -> CandidateResult {
-    let dp = p.iter().zip(reference).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+    let dp = p
+        .iter()
+        .zip(reference)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
     let same = argmax(p) == argmax(reference);
-    CandidateResult { convention: conv, max_dp: Some(dp), argmax_same: Some(same), error: None, agrees: same && dp <= tol }
+    CandidateResult {
+        convention: conv,
+        max_dp: Some(dp),
+        argmax_same: Some(same),
+        error: None,
+        agrees: same && dp <= tol,
+    }
 }
 
 /// How far `hidden · rows` lands from the logits gathered at `columns`.
-pub fn extraction_miss(rows: &HeadRows, hidden: Option<&Logits>, columns: &[usize], gathered: &[f32], what: &str) -> Result<f64, EngineError> {
+pub fn extraction_miss(
+    rows: &HeadRows,
+    hidden: Option<&Logits>,
+    columns: &[usize],
+    gathered: &[f32],
+    what: &str,
+) -> Result<f64, EngineError> {
     Ok(extraction_check(rows, hidden, columns, gathered, what)?.0)
 }
 
 /// [`extraction_miss`], with the bound of the row that missed by most.
-pub fn extraction_check(rows: &HeadRows, hidden: Option<&Logits>, columns: &[usize], gathered: &[f32], what: &str) -> Result<(f64, f64), EngineError> {
-    let h = hidden.ok_or_else(|| EngineError::Proof(format!("{what}: the graph exposes last_hidden but returned none")))?;
+pub fn extraction_check(
+    rows: &HeadRows,
+    hidden: Option<&Logits>,
+    columns: &[usize],
+    gathered: &[f32],
+    what: &str,
+) -> Result<(f64, f64), EngineError> {
+    let h = hidden.ok_or_else(|| {
+        EngineError::Proof(format!(
+            "{what}: the graph exposes last_hidden but returned none"
+        ))
+    })?;
     let hv = h.to_f32_vec();
     let (mut worst, mut worst_bound) = (0f64, 0f64);
     for (i, (c, v)) in rows.columns.iter().zip(rows.project(&hv)).enumerate() {
-        let at = columns
-            .iter()
-            .position(|x| x == c)
-            .ok_or_else(|| EngineError::Proof(format!("{what}: head_rows.json column {c} is not a letter column")))?;
+        let at = columns.iter().position(|x| x == c).ok_or_else(|| {
+            EngineError::Proof(format!(
+                "{what}: head_rows.json column {c} is not a letter column"
+            ))
+        })?;
         let returned = gathered.get(at).copied().unwrap_or(f32::NAN) as f64;
         let miss = (returned - v).abs();
         // Each row gets the bound its own kernel's rounding implies (see
@@ -150,7 +187,9 @@ pub fn extraction_check(rows: &HeadRows, hidden: Option<&Logits>, columns: &[usi
 
 fn finite(read: &RowRead) -> Result<(), EngineError> {
     if let Some(v) = read.slots.logits.iter().find(|v| !v.is_finite()) {
-        return Err(EngineError::Proof(format!("probe logits are not finite ({v})")));
+        return Err(EngineError::Proof(format!(
+            "probe logits are not finite ({v})"
+        )));
     }
     Ok(())
 }
@@ -159,7 +198,9 @@ fn check_dims(dims: &[usize], fed: usize, what: &str) -> Result<bool, EngineErro
     match dims.get(1) {
         Some(1) => Ok(false),
         Some(&s) if s == fed => Ok(true),
-        _ => Err(EngineError::Proof(format!("{what}: logits dims {dims:?}: dims[1] is neither 1 (trimmed) nor the {fed} tokens fed"))),
+        _ => Err(EngineError::Proof(format!(
+            "{what}: logits dims {dims:?}: dims[1] is neither 1 (trimmed) nor the {fed} tokens fed"
+        ))),
     }
 }
 
@@ -173,7 +214,11 @@ struct Trial {
 
 impl Trial {
     fn agreeing(&self) -> Vec<Convention> {
-        self.candidates.iter().filter(|r| r.agrees).map(|r| r.convention).collect()
+        self.candidates
+            .iter()
+            .filter(|r| r.agrees)
+            .map(|r| r.convention)
+            .collect()
     }
 }
 
@@ -192,10 +237,19 @@ struct Probe<'a> {
 /// forwards (DESIGN §6.2). When chunked, the reference uses runs of half the
 /// length, so the two paths never end in the same run and a fault at
 /// `limit` cannot hide by showing up identically in both.
-async fn trial<R: Runtime>(rt: &mut R, p: &Probe<'_>, limit: usize, reference_limit: usize) -> Result<Trial, EngineError> {
+async fn trial<R: Runtime>(
+    rt: &mut R,
+    p: &Probe<'_>,
+    limit: usize,
+    reference_limit: usize,
+) -> Result<Trial, EngineError> {
     let sig = rt.signature().clone();
     let columns = p.plan.all_columns();
-    let spec = ReadSpec { head: &p.plan.head, columns: &columns, allowed_mass: false };
+    let spec = ReadSpec {
+        head: &p.plan.head,
+        columns: &columns,
+        allowed_mass: false,
+    };
     let mut full = p.head.clone();
     full.extend_from_slice(&p.suffix);
     let first = candidates(&sig)[0];
@@ -208,33 +262,67 @@ async fn trial<R: Runtime>(rt: &mut R, p: &Probe<'_>, limit: usize, reference_li
     let past_len = rt.kv_len(&kv);
     if past_len != p.head.len() {
         rt.release(kv);
-        return Err(EngineError::Proof(format!("prefill of {} tokens returned a past of {past_len}", p.head.len())));
+        return Err(EngineError::Proof(format!(
+            "prefill of {} tokens returned a past of {past_len}",
+            p.head.len()
+        )));
     }
     let mut results = Vec::new();
     let mut hidden_checks = Vec::new();
     for conv in candidates(&sig) {
         let r = match chunk::read(rt, conv, limit, Some(&kv), &p.suffix, &spec).await {
-            Err(e) => CandidateResult { convention: conv, max_dp: None, argmax_same: None, error: Some(e.to_string()), agrees: false },
-            Ok((out, fed)) => match check_dims(&out.dims, fed, "cached suffix").and_then(|_| finite(&out)) {
-                Err(e) => CandidateResult { convention: conv, max_dp: None, argmax_same: None, error: Some(e.to_string()), agrees: false },
-                Ok(()) => {
-                    let c = compare(conv, &out.slots.probs, reference, p.tol);
-                    if p.head_rows.is_some() && c.agrees {
-                        hidden_checks.push(out);
-                    }
-                    c
-                }
+            Err(e) => CandidateResult {
+                convention: conv,
+                max_dp: None,
+                argmax_same: None,
+                error: Some(e.to_string()),
+                agrees: false,
             },
+            Ok((out, fed)) => {
+                match check_dims(&out.dims, fed, "cached suffix").and_then(|_| finite(&out)) {
+                    Err(e) => CandidateResult {
+                        convention: conv,
+                        max_dp: None,
+                        argmax_same: None,
+                        error: Some(e.to_string()),
+                        agrees: false,
+                    },
+                    Ok(()) => {
+                        let c = compare(conv, &out.slots.probs, reference, p.tol);
+                        if p.head_rows.is_some() && c.agrees {
+                            hidden_checks.push(out);
+                        }
+                        c
+                    }
+                }
+            }
         };
         results.push(r);
     }
     rt.release(kv);
 
-    let mut trial = Trial { uncached_dims: uncached.dims.clone(), all_positions, candidates: results, extraction: None };
+    let mut trial = Trial {
+        uncached_dims: uncached.dims.clone(),
+        all_positions,
+        candidates: results,
+        extraction: None,
+    };
     if let (Some(rows), [_]) = (p.head_rows, trial.agreeing().as_slice()) {
-        let mut worst = extraction_miss(rows, uncached.hidden.as_ref(), &columns, &uncached.slots.logits, "uncached forward")?;
+        let mut worst = extraction_miss(
+            rows,
+            uncached.hidden.as_ref(),
+            &columns,
+            &uncached.slots.logits,
+            "uncached forward",
+        )?;
         for out in &hidden_checks {
-            worst = worst.max(extraction_miss(rows, out.hidden.as_ref(), &columns, &out.slots.logits, "cached suffix")?);
+            worst = worst.max(extraction_miss(
+                rows,
+                out.hidden.as_ref(),
+                &columns,
+                &out.slots.logits,
+                "cached suffix",
+            )?);
         }
         trial.extraction = Some(worst);
     }
@@ -243,8 +331,16 @@ async fn trial<R: Runtime>(rt: &mut R, p: &Probe<'_>, limit: usize, reference_li
 
 fn summary(tokens: usize, t: &Result<Trial, EngineError>) -> LimitTrial {
     match t {
-        Ok(t) => LimitTrial { tokens, agreeing: t.agreeing().len(), detail: describe(&t.candidates) },
-        Err(e) => LimitTrial { tokens, agreeing: 0, detail: e.to_string() },
+        Ok(t) => LimitTrial {
+            tokens,
+            agreeing: t.agreeing().len(),
+            detail: describe(&t.candidates),
+        },
+        Err(e) => LimitTrial {
+            tokens,
+            agreeing: 0,
+            detail: e.to_string(),
+        },
     }
 }
 
@@ -253,10 +349,21 @@ fn summary(tokens: usize, t: &Result<Trial, EngineError>) -> LimitTrial {
 /// probe is repeated with shorter runs to find the longest run length this
 /// device computes exactly (a device may fault on long runs); that length is
 /// frozen with the convention. Anything else is a hard error.
-pub async fn prove<R: Runtime>(rt: &mut R, tok: &TextTokenizer, plan: &LetterPlan, head_rows: Option<&HeadRows>) -> Result<ProofReport, EngineError> {
+pub async fn prove<R: Runtime>(
+    rt: &mut R,
+    tok: &TextTokenizer,
+    plan: &LetterPlan,
+    head_rows: Option<&HeadRows>,
+) -> Result<ProofReport, EngineError> {
     let (head, suffix) = probe_ids(tok)?;
     let tol = tolerance(rt.signature().logits_dtype);
-    let probe = Probe { plan, head_rows, head, suffix, tol };
+    let probe = Probe {
+        plan,
+        head_rows,
+        head,
+        suffix,
+        tol,
+    };
     let whole = probe.head.len() + probe.suffix.len();
 
     let first = trial(rt, &probe, whole, whole).await;
@@ -327,8 +434,14 @@ fn refusal(t: &Trial, tol: f64, trials: &[LimitTrial]) -> EngineError {
         describe(&t.candidates)
     );
     if trials.len() > 1 {
-        let tried: Vec<String> = trials[1..].iter().map(|l| format!("{} tokens per run: {} agree", l.tokens, l.agreeing)).collect();
-        msg.push_str(&format!(". Shorter runs did not help: {}", tried.join("; ")));
+        let tried: Vec<String> = trials[1..]
+            .iter()
+            .map(|l| format!("{} tokens per run: {} agree", l.tokens, l.agreeing))
+            .collect();
+        msg.push_str(&format!(
+            ". Shorter runs did not help: {}",
+            tried.join("; ")
+        ));
     }
     EngineError::Proof(msg)
 }
@@ -338,7 +451,11 @@ pub fn describe(results: &[CandidateResult]) -> String {
         .iter()
         .map(|r| match (&r.error, r.max_dp, r.argmax_same) {
             (Some(e), _, _) => format!("{:?}: refused ({e})", r.convention),
-            (None, Some(dp), Some(same)) => format!("{:?}: max|Δp| {dp:.3e}, argmax {}", r.convention, if same { "same" } else { "differs" }),
+            (None, Some(dp), Some(same)) => format!(
+                "{:?}: max|Δp| {dp:.3e}, argmax {}",
+                r.convention,
+                if same { "same" } else { "differs" }
+            ),
             _ => format!("{:?}: not measured", r.convention),
         })
         .collect::<Vec<_>>()

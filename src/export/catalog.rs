@@ -44,7 +44,11 @@ fn base_of(id: &str) -> String {
 }
 
 fn dtype_of(id: &str) -> String {
-    ["q4f16", "q4", "fp16", "fp32"].iter().find(|d| id.split('-').any(|p| p == **d)).map(|d| d.to_string()).unwrap_or_else(|| "unknown".into())
+    ["q4f16", "q4", "fp16", "fp32"]
+        .iter()
+        .find(|d| id.split('-').any(|p| p == **d))
+        .map(|d| d.to_string())
+        .unwrap_or_else(|| "unknown".into())
 }
 
 const ROLES: [(&str, &str); 6] = [
@@ -57,14 +61,25 @@ const ROLES: [(&str, &str); 6] = [
 ];
 
 pub fn entry(dir: &Path, catalog_dir: &Path) -> Result<Entry, ExportError> {
-    let id = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let config = ModelConfig::parse(&std::fs::read_to_string(dir.join("config.json")).map_err(|e| ExportError::file(&dir.join("config.json"), e))?)?;
+    let id = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let config = ModelConfig::parse(
+        &std::fs::read_to_string(dir.join("config.json"))
+            .map_err(|e| ExportError::file(&dir.join("config.json"), e))?,
+    )?;
     let model = OnnxModel::load(&dir.join("model.onnx"))?;
     let head = find_head(&model)?;
     let tied = sharing(&model, &head, &find_embeddings(&model))? == Sharing::Shared;
     let slot = dir.join("slot_map.json");
     let letters = if slot.is_file() {
-        Some(SlotMap::parse(&std::fs::read_to_string(&slot).map_err(|e| ExportError::file(&slot, e))?)?.letters)
+        Some(
+            SlotMap::parse(
+                &std::fs::read_to_string(&slot).map_err(|e| ExportError::file(&slot, e))?,
+            )?
+            .letters,
+        )
     } else {
         None
     };
@@ -76,7 +91,12 @@ pub fn entry(dir: &Path, catalog_dir: &Path) -> Result<Entry, ExportError> {
         }
         let (bytes, sha256) = sha256_file(&p).map_err(|e| ExportError::file(&p, e))?;
         let rel = pathdiff(&p, catalog_dir);
-        files.push(FileEntry { role: role.into(), url: rel, bytes, sha256 });
+        files.push(FileEntry {
+            role: role.into(),
+            url: rel,
+            bytes,
+            sha256,
+        });
     }
     Ok(Entry {
         base: base_of(&id),
@@ -105,19 +125,36 @@ pub fn entry(dir: &Path, catalog_dir: &Path) -> Result<Entry, ExportError> {
 fn pathdiff(p: &Path, base: &Path) -> String {
     let abs = |x: &Path| std::fs::canonicalize(x).unwrap_or_else(|_| x.to_path_buf());
     let (p, base) = (abs(p), abs(base));
-    p.strip_prefix(&base).unwrap_or(&p).components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/")
+    p.strip_prefix(&base)
+        .unwrap_or(&p)
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Every `models/<id>/` with a `model.onnx`, sorted by id.
 pub fn build(models_dir: &Path, catalog_path: &Path) -> Result<Catalog, ExportError> {
-    let catalog_dir = catalog_path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+    let catalog_dir = catalog_path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(models_dir)
         .map_err(|e| ExportError::file(models_dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.join("model.onnx").is_file() && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.')))
+        .filter(|p| {
+            p.join("model.onnx").is_file()
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
         .collect();
     dirs.sort();
-    let models = dirs.iter().map(|d| entry(d, &catalog_dir)).collect::<Result<Vec<_>, _>>()?;
+    let models = dirs
+        .iter()
+        .map(|d| entry(d, &catalog_dir))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut cat = Catalog { version: 1, models };
     cat.link_wasm_variants();
     Ok(cat)
@@ -126,20 +163,31 @@ pub fn build(models_dir: &Path, catalog_path: &Path) -> Result<Catalog, ExportEr
 /// Finds `id` in `catalog_path` and checks every file's size and sha256;
 /// returns the model directory.
 pub fn checked_dir(catalog_path: &Path, id: &str) -> Result<PathBuf, EngineError> {
-    let file_err = |p: &Path, m: String| EngineError::ModelFile { file: p.display().to_string(), message: m };
-    let text = std::fs::read_to_string(catalog_path).map_err(|e| file_err(catalog_path, e.to_string()))?;
+    let file_err = |p: &Path, m: String| EngineError::ModelFile {
+        file: p.display().to_string(),
+        message: m,
+    };
+    let text =
+        std::fs::read_to_string(catalog_path).map_err(|e| file_err(catalog_path, e.to_string()))?;
     let cat = Catalog::parse(&text).map_err(|e| file_err(catalog_path, e))?;
     let e = cat.find(id).map_err(|e| file_err(catalog_path, e))?;
     let base = catalog_path.parent().unwrap_or(Path::new("."));
     let mut graph_dir = None;
     for f in &e.files {
         let p = base.join(&f.url);
-        let (bytes, sha) = sha256_file(&p).map_err(|err| file_err(&p, format!("missing or unreadable ({err})")))?;
+        let (bytes, sha) = sha256_file(&p)
+            .map_err(|err| file_err(&p, format!("missing or unreadable ({err})")))?;
         if bytes != f.bytes {
-            return Err(file_err(&p, format!("is {bytes} bytes; models.json says {}", f.bytes)));
+            return Err(file_err(
+                &p,
+                format!("is {bytes} bytes; models.json says {}", f.bytes),
+            ));
         }
         if sha != f.sha256 {
-            return Err(file_err(&p, format!("sha256 {sha} differs from models.json's {}", f.sha256)));
+            return Err(file_err(
+                &p,
+                format!("sha256 {sha} differs from models.json's {}", f.sha256),
+            ));
         }
         if f.role == "graph" {
             graph_dir = p.parent().map(Path::to_path_buf);

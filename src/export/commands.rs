@@ -24,7 +24,10 @@ use crate::runtime::native::NativeOptions;
 #[derive(Debug, Clone)]
 pub enum Op {
     Trim,
-    Prune { letters: String, tokenizer: Option<PathBuf> },
+    Prune {
+        letters: String,
+        tokenizer: Option<PathBuf>,
+    },
     ExposeHidden,
 }
 
@@ -44,8 +47,13 @@ pub struct SurgeryReport {
 }
 
 /// Files copied unchanged from the input directory when present.
-const SIDECARS: [&str; 5] = ["config.json", "tokenizer.json", "tokenizer_config.json", "genai_config.json", "chat_template.jinja"];
-
+const SIDECARS: [&str; 5] = [
+    "config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "genai_config.json",
+    "chat_template.jinja",
+];
 
 /// Runs `op` on `input` into the new directory `out`; see [`run_forced`].
 pub fn run(input: &Path, out: &Path, op: &Op) -> Result<SurgeryReport, ExportError> {
@@ -56,7 +64,12 @@ pub fn run(input: &Path, out: &Path, op: &Op) -> Result<SurgeryReport, ExportErr
 /// it is a model directory readout wrote and `force` is set (see
 /// [`super::output::check_output`]); that is checked before any work, and
 /// again just before the verified output is moved into place.
-pub fn run_forced(input: &Path, out: &Path, op: &Op, force: bool) -> Result<SurgeryReport, ExportError> {
+pub fn run_forced(
+    input: &Path,
+    out: &Path,
+    op: &Op,
+    force: bool,
+) -> Result<SurgeryReport, ExportError> {
     check_output(input, out, force)?;
     if let Op::Prune { letters, .. } = op {
         check_letters(letters)?;
@@ -64,10 +77,16 @@ pub fn run_forced(input: &Path, out: &Path, op: &Op, force: bool) -> Result<Surg
     let dir = ModelDir::open(input)?;
     let config = dir.read_config()?;
     let tok = match op {
-        Op::Prune { tokenizer: Some(t), .. } => TextTokenizer::from_json(&std::fs::read(t).map_err(|e| ExportError::file(t, e))?)?,
+        Op::Prune {
+            tokenizer: Some(t), ..
+        } => TextTokenizer::from_json(&std::fs::read(t).map_err(|e| ExportError::file(t, e))?)?,
         _ => dir.read_tokenizer()?,
     };
-    let in_slot = dir.slot_map.as_ref().map(|p| std::fs::read_to_string(p).map_err(|e| ExportError::file(p, e))).transpose()?;
+    let in_slot = dir
+        .slot_map
+        .as_ref()
+        .map(|p| std::fs::read_to_string(p).map_err(|e| ExportError::file(p, e)))
+        .transpose()?;
     let in_slot = in_slot.as_deref().map(SlotMap::parse).transpose()?;
 
     let mut model = OnnxModel::load(&dir.graph)?;
@@ -84,15 +103,31 @@ pub fn run_forced(input: &Path, out: &Path, op: &Op, force: bool) -> Result<Surg
         }
         Op::Prune { letters, .. } => {
             if in_slot.is_some() {
-                return Err(ExportError::Unsupported("the input is already pruned (it has slot_map.json)".into()));
+                return Err(ExportError::Unsupported(
+                    "the input is already pruned (it has slot_map.json)".into(),
+                ));
             }
             let ids = tok.probe_letter_ids()?;
             let mut keep = Vec::new();
             for l in letters.chars() {
-                let bad = || ExportError::BadLetter { letters: letters.clone(), letter: l };
-                keep.push(*LETTERS.find(l).and_then(|i| ids.ids.get(i)).ok_or_else(bad)?);
+                let bad = || ExportError::BadLetter {
+                    letters: letters.clone(),
+                    letter: l,
+                };
+                keep.push(
+                    *LETTERS
+                        .find(l)
+                        .and_then(|i| ids.ids.get(i))
+                        .ok_or_else(bad)?,
+                );
             }
-            let map = SlotMap::new(&dir.model_id, Some(&ids.separator), letters, keep.clone(), config.vocab_size)?;
+            let map = SlotMap::new(
+                &dir.model_id,
+                Some(&ids.separator),
+                letters,
+                keep.clone(),
+                config.vocab_size,
+            )?;
             let stats = prune(&mut model, &keep)?;
             removed = Some(stats.removed_bytes);
             added = Some(stats.added_bytes);
@@ -101,12 +136,24 @@ pub fn run_forced(input: &Path, out: &Path, op: &Op, force: bool) -> Result<Surg
         }
     };
 
-    let src = Source { command, dir: &dir, config: &config, tok: &tok, slot_map: slot_map.as_ref(), keep: keep.as_deref() };
+    let src = Source {
+        command,
+        dir: &dir,
+        config: &config,
+        tok: &tok,
+        slot_map: slot_map.as_ref(),
+        keep: keep.as_deref(),
+    };
     let verification = finish(&model, out, &src, force)?;
     let mut files: Vec<(String, u64)> = std::fs::read_dir(out)
         .map_err(|e| ExportError::file(out, e))?
         .filter_map(|e| e.ok())
-        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.metadata().map(|m| m.len()).unwrap_or(0)))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().map(|m| m.len()).unwrap_or(0),
+            )
+        })
         .collect();
     files.sort();
     Ok(SurgeryReport {
@@ -125,11 +172,19 @@ pub fn run_forced(input: &Path, out: &Path, op: &Op, force: bool) -> Result<Surg
 fn check_letters(letters: &str) -> Result<(), ExportError> {
     let count = letters.chars().count();
     if !(MIN_OPTIONS..=MAX_OPTIONS).contains(&count) {
-        return Err(ExportError::LetterCount { letters: letters.into(), count, min: MIN_OPTIONS, max: MAX_OPTIONS });
+        return Err(ExportError::LetterCount {
+            letters: letters.into(),
+            count,
+            min: MIN_OPTIONS,
+            max: MAX_OPTIONS,
+        });
     }
     for (n, l) in letters.chars().enumerate() {
         if !LETTERS.contains(l) || letters.chars().take(n).any(|x| x == l) {
-            return Err(ExportError::BadLetter { letters: letters.into(), letter: l });
+            return Err(ExportError::BadLetter {
+                letters: letters.into(),
+                letter: l,
+            });
         }
     }
     Ok(())
@@ -170,7 +225,12 @@ pub struct Source<'a> {
 /// the source, and moves it to `out` only if every check passes. The
 /// temporary directory is removed on every failure (a guard removes it on
 /// drop); an existing `out` is replaced only as [`check_output`] allows.
-pub fn finish(model: &OnnxModel, out: &Path, src: &Source, force: bool) -> Result<Verification, ExportError> {
+pub fn finish(
+    model: &OnnxModel,
+    out: &Path,
+    src: &Source,
+    force: bool,
+) -> Result<Verification, ExportError> {
     check_output(&src.dir.root, out, force)?;
     let tmp = TempDir::beside(out)?;
     // The marker goes in first, so that a run killed at any later point
@@ -185,15 +245,34 @@ pub fn finish(model: &OnnxModel, out: &Path, src: &Source, force: bool) -> Resul
 }
 
 /// The letter columns of the output logits: vocabulary ids, or pruned rows.
-fn letter_columns(tok: &TextTokenizer, slot_map: Option<&SlotMap>) -> Result<Vec<usize>, ExportError> {
+fn letter_columns(
+    tok: &TextTokenizer,
+    slot_map: Option<&SlotMap>,
+) -> Result<Vec<usize>, ExportError> {
     Ok(match slot_map {
         Some(m) => (0..m.rows).collect(),
-        None => tok.probe_letter_ids()?.ids.iter().map(|&i| i as usize).collect(),
+        None => tok
+            .probe_letter_ids()?
+            .ids
+            .iter()
+            .map(|&i| i as usize)
+            .collect(),
     })
 }
 
-fn write_and_verify(model: &OnnxModel, tmp: &Path, src: &Source) -> Result<Verification, ExportError> {
-    let Source { dir, config, tok, slot_map, keep, .. } = *src;
+fn write_and_verify(
+    model: &OnnxModel,
+    tmp: &Path,
+    src: &Source,
+) -> Result<Verification, ExportError> {
+    let Source {
+        dir,
+        config,
+        tok,
+        slot_map,
+        keep,
+        ..
+    } = *src;
     model.save(tmp, "model.onnx")?;
     for f in SIDECARS {
         let src = dir.root.join(f);
@@ -202,15 +281,26 @@ fn write_and_verify(model: &OnnxModel, tmp: &Path, src: &Source) -> Result<Verif
         }
     }
     if let Some(m) = slot_map {
-        std::fs::write(tmp.join("slot_map.json"), m.to_json()).map_err(|e| ExportError::file(tmp, e))?;
+        std::fs::write(tmp.join("slot_map.json"), m.to_json())
+            .map_err(|e| ExportError::file(tmp, e))?;
     }
     let written = OnnxModel::load(&tmp.join("model.onnx"))?;
     let exposes = written.output(super::head::HIDDEN_OUTPUT).is_some();
     if exposes {
         let columns = letter_columns(tok, slot_map)?;
         let (rows, bias) = head_rows(&written, &columns)?;
-        let hr = HeadRows { version: 1, columns, rows, bias, int8_input_block: int8_input_block(&written)? };
-        std::fs::write(tmp.join("head_rows.json"), serde_json::to_string(&hr).unwrap_or_default()).map_err(|e| ExportError::file(tmp, e))?;
+        let hr = HeadRows {
+            version: 1,
+            columns,
+            rows,
+            bias,
+            int8_input_block: int8_input_block(&written)?,
+        };
+        std::fs::write(
+            tmp.join("head_rows.json"),
+            serde_json::to_string(&hr).unwrap_or_default(),
+        )
+        .map_err(|e| ExportError::file(tmp, e))?;
     }
 
     let ids = probe(tok)?;
@@ -238,10 +328,26 @@ fn write_and_verify(model: &OnnxModel, tmp: &Path, src: &Source) -> Result<Verif
     let untouched = embeddings_untouched(&OnnxModel::load(&dir.graph)?, &written)?;
 
     let extraction = if exposes {
-        let hr = HeadRows::parse(&std::fs::read_to_string(tmp.join("head_rows.json")).map_err(|e| ExportError::file(tmp, e))?)?;
+        let hr = HeadRows::parse(
+            &std::fs::read_to_string(tmp.join("head_rows.json"))
+                .map_err(|e| ExportError::file(tmp, e))?,
+        )?;
         let row = b.row_f32(b.dims[1] - 1);
-        let gathered: Vec<f32> = hr.columns.iter().map(|&c| row.get(c).copied().unwrap_or(f32::NAN)).collect();
-        Some(crate::engine::proof::extraction_check(&hr, hidden.as_ref(), &hr.columns, &gathered, "expose-hidden probe").map_err(|e| ExportError::Verify(e.to_string()))?)
+        let gathered: Vec<f32> = hr
+            .columns
+            .iter()
+            .map(|&c| row.get(c).copied().unwrap_or(f32::NAN))
+            .collect();
+        Some(
+            crate::engine::proof::extraction_check(
+                &hr,
+                hidden.as_ref(),
+                &hr.columns,
+                &gathered,
+                "expose-hidden probe",
+            )
+            .map_err(|e| ExportError::Verify(e.to_string()))?,
+        )
     } else {
         None
     };

@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 
 use prost::Message;
 
-use super::onnx_pb::{dtype, dtype_size, Dimension, GraphProto, ModelProto, NodeProto, StringStringEntryProto, TensorProto, ValueInfoProto};
+use super::onnx_pb::{
+    dtype, dtype_size, Dimension, GraphProto, ModelProto, NodeProto, StringStringEntryProto,
+    TensorProto, ValueInfoProto,
+};
 use super::ExportError;
 
 /// Tensors at least this large go to the external-data file when saving.
@@ -27,7 +30,10 @@ pub fn graph_err(msg: impl Into<String>) -> ExportError {
 }
 
 fn ext_value<'a>(t: &'a TensorProto, key: &str) -> Option<&'a str> {
-    t.external_data.iter().find(|e| e.key.as_deref() == Some(key)).and_then(|e| e.value.as_deref())
+    t.external_data
+        .iter()
+        .find(|e| e.key.as_deref() == Some(key))
+        .and_then(|e| e.value.as_deref())
 }
 
 impl OnnxModel {
@@ -39,12 +45,17 @@ impl OnnxModel {
     /// A model from its bytes, as if read from `path` (external data is
     /// looked up beside it).
     pub fn decode(bytes: &[u8], path: &Path) -> Result<Self, ExportError> {
-        let proto = ModelProto::decode(bytes).map_err(|e| ExportError::file(path, format!("not an ONNX model: {e}")))?;
+        let proto = ModelProto::decode(bytes)
+            .map_err(|e| ExportError::file(path, format!("not an ONNX model: {e}")))?;
         if proto.graph.is_none() {
             return Err(ExportError::file(path, "model has no graph"));
         }
         let dir = path.parent().unwrap_or(Path::new(".")).to_path_buf();
-        Ok(Self { proto, dir, path: path.to_path_buf() })
+        Ok(Self {
+            proto,
+            dir,
+            path: path.to_path_buf(),
+        })
     }
 
     pub fn graph(&self) -> &GraphProto {
@@ -56,33 +67,59 @@ impl OnnxModel {
     }
 
     pub fn initializer(&self, name: &str) -> Option<&TensorProto> {
-        self.graph().initializer.iter().find(|t| t.name.as_deref() == Some(name))
+        self.graph()
+            .initializer
+            .iter()
+            .find(|t| t.name.as_deref() == Some(name))
     }
 
     pub fn node_index_producing(&self, value: &str) -> Option<usize> {
-        self.graph().node.iter().position(|n| n.output.iter().any(|o| o == value))
+        self.graph()
+            .node
+            .iter()
+            .position(|n| n.output.iter().any(|o| o == value))
     }
 
     /// Nodes that read `value` (by index), and whether a graph output is it.
     pub fn consumers(&self, value: &str) -> Vec<usize> {
-        self.graph().node.iter().enumerate().filter(|(_, n)| n.input.iter().any(|i| i == value)).map(|(i, _)| i).collect()
+        self.graph()
+            .node
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.input.iter().any(|i| i == value))
+            .map(|(i, _)| i)
+            .collect()
     }
 
     pub fn output(&self, name: &str) -> Option<&ValueInfoProto> {
-        self.graph().output.iter().find(|o| o.name.as_deref() == Some(name))
+        self.graph()
+            .output
+            .iter()
+            .find(|o| o.name.as_deref() == Some(name))
     }
 
     pub fn output_mut(&mut self, name: &str) -> Option<&mut ValueInfoProto> {
-        self.graph_mut().output.iter_mut().find(|o| o.name.as_deref() == Some(name))
+        self.graph_mut()
+            .output
+            .iter_mut()
+            .find(|o| o.name.as_deref() == Some(name))
     }
 
     /// The bytes of a tensor in its little-endian element layout, wherever they live.
     pub fn tensor_bytes(&self, t: &TensorProto) -> Result<Vec<u8>, ExportError> {
         let name = t.name.clone().unwrap_or_default();
         if t.data_location == Some(1) {
-            let loc = ext_value(t, "location").ok_or_else(|| graph_err(format!("{name}: external tensor without a location")))?;
-            let offset: u64 = ext_value(t, "offset").map(str::parse).transpose().map_err(|e| graph_err(format!("{name}: offset: {e}")))?.unwrap_or(0);
-            let length: Option<usize> = ext_value(t, "length").map(str::parse).transpose().map_err(|e| graph_err(format!("{name}: length: {e}")))?;
+            let loc = ext_value(t, "location")
+                .ok_or_else(|| graph_err(format!("{name}: external tensor without a location")))?;
+            let offset: u64 = ext_value(t, "offset")
+                .map(str::parse)
+                .transpose()
+                .map_err(|e| graph_err(format!("{name}: offset: {e}")))?
+                .unwrap_or(0);
+            let length: Option<usize> = ext_value(t, "length")
+                .map(str::parse)
+                .transpose()
+                .map_err(|e| graph_err(format!("{name}: length: {e}")))?;
             let path = self.dir.join(loc);
             let mut f = File::open(&path).map_err(|e| ExportError::file(&path, e))?;
             let file_len = f.metadata().map_err(|e| ExportError::file(&path, e))?.len();
@@ -91,11 +128,19 @@ impl OnnxModel {
                 None => (file_len.saturating_sub(offset)) as usize,
             };
             if offset + length as u64 > file_len {
-                return Err(ExportError::file(&path, format!("{name}: bytes {offset}..{} beyond the file's {file_len} (truncated?)", offset + length as u64)));
+                return Err(ExportError::file(
+                    &path,
+                    format!(
+                        "{name}: bytes {offset}..{} beyond the file's {file_len} (truncated?)",
+                        offset + length as u64
+                    ),
+                ));
             }
-            f.seek(SeekFrom::Start(offset)).map_err(|e| ExportError::file(&path, e))?;
+            f.seek(SeekFrom::Start(offset))
+                .map_err(|e| ExportError::file(&path, e))?;
             let mut buf = vec![0u8; length];
-            f.read_exact(&mut buf).map_err(|e| ExportError::file(&path, e))?;
+            f.read_exact(&mut buf)
+                .map_err(|e| ExportError::file(&path, e))?;
             return Ok(buf);
         }
         if let Some(raw) = &t.raw_data {
@@ -104,36 +149,66 @@ impl OnnxModel {
         let dt = t.data_type.unwrap_or(0);
         let mut out = Vec::new();
         match dt {
-            dtype::FLOAT => t.float_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            dtype::INT64 => t.int64_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            dtype::INT32 => t.int32_data.iter().for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            dtype::FLOAT => t
+                .float_data
+                .iter()
+                .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            dtype::INT64 => t
+                .int64_data
+                .iter()
+                .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+            dtype::INT32 => t
+                .int32_data
+                .iter()
+                .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
             // uint8/int8/float16 in int32_data: one element per entry.
             dtype::UINT8 | dtype::INT8 => t.int32_data.iter().for_each(|v| out.push(*v as u8)),
-            dtype::FLOAT16 | dtype::BFLOAT16 => t.int32_data.iter().for_each(|v| out.extend_from_slice(&(*v as u16).to_le_bytes())),
-            _ => return Err(graph_err(format!("{name}: data type {dt} not readable here"))),
+            dtype::FLOAT16 | dtype::BFLOAT16 => t
+                .int32_data
+                .iter()
+                .for_each(|v| out.extend_from_slice(&(*v as u16).to_le_bytes())),
+            _ => {
+                return Err(graph_err(format!(
+                    "{name}: data type {dt} not readable here"
+                )))
+            }
         }
         Ok(out)
     }
 
     pub fn tensor_len(t: &TensorProto) -> Result<usize, ExportError> {
         let n: i64 = t.dims.iter().product();
-        let size = dtype_size(t.data_type.unwrap_or(0)).ok_or_else(|| graph_err(format!("{:?}: unsupported dtype", t.name)))?;
+        let size = dtype_size(t.data_type.unwrap_or(0))
+            .ok_or_else(|| graph_err(format!("{:?}: unsupported dtype", t.name)))?;
         Ok(n as usize * size)
     }
 
     /// Whether any node carries a sub-graph: then value references inside it
     /// are opaque here and no initializer may be dropped.
     fn has_subgraphs(&self) -> bool {
-        self.graph().node.iter().any(|n| n.attribute.iter().any(|a| a.g.is_some() || !a.graphs.is_empty()))
+        self.graph().node.iter().any(|n| {
+            n.attribute
+                .iter()
+                .any(|a| a.g.is_some() || !a.graphs.is_empty())
+        })
     }
 
     /// Drops nodes none of whose outputs is read or is a graph output, until none is left.
     fn drop_dead_nodes(&mut self) {
         loop {
             let g = self.graph();
-            let mut read: HashSet<&str> = g.node.iter().flat_map(|n| n.input.iter().map(String::as_str)).collect();
+            let mut read: HashSet<&str> = g
+                .node
+                .iter()
+                .flat_map(|n| n.input.iter().map(String::as_str))
+                .collect();
             read.extend(g.output.iter().filter_map(|o| o.name.as_deref()));
-            let keep: Vec<NodeProto> = g.node.iter().filter(|n| n.output.iter().any(|o| read.contains(o.as_str()))).cloned().collect();
+            let keep: Vec<NodeProto> = g
+                .node
+                .iter()
+                .filter(|n| n.output.iter().any(|o| read.contains(o.as_str())))
+                .cloned()
+                .collect();
             if keep.len() == g.node.len() {
                 return;
             }
@@ -148,7 +223,11 @@ impl OnnxModel {
         }
         self.drop_dead_nodes();
         let g = self.graph();
-        let mut used: HashSet<&str> = g.node.iter().flat_map(|n| n.input.iter().map(String::as_str)).collect();
+        let mut used: HashSet<&str> = g
+            .node
+            .iter()
+            .flat_map(|n| n.input.iter().map(String::as_str))
+            .collect();
         used.extend(g.output.iter().filter_map(|o| o.name.as_deref()));
         let dropped: Vec<String> = g
             .initializer
@@ -157,7 +236,13 @@ impl OnnxModel {
             .filter(|n| !used.contains(n.as_str()))
             .collect();
         let set: HashSet<&String> = dropped.iter().collect();
-        let keep: Vec<TensorProto> = self.graph().initializer.iter().filter(|t| !t.name.as_ref().is_some_and(|n| set.contains(n))).cloned().collect();
+        let keep: Vec<TensorProto> = self
+            .graph()
+            .initializer
+            .iter()
+            .filter(|t| !t.name.as_ref().is_some_and(|n| set.contains(n)))
+            .cloned()
+            .collect();
         self.graph_mut().initializer = keep;
         dropped
     }
@@ -167,7 +252,8 @@ impl OnnxModel {
     pub fn save(&self, dir: &Path, graph_name: &str) -> Result<Vec<PathBuf>, ExportError> {
         let data_name = format!("{graph_name}.data");
         let data_path = dir.join(&data_name);
-        let mut data = BufWriter::new(File::create(&data_path).map_err(|e| ExportError::file(&data_path, e))?);
+        let mut data =
+            BufWriter::new(File::create(&data_path).map_err(|e| ExportError::file(&data_path, e))?);
         let mut proto = self.proto.clone();
         let mut offset: u64 = 0;
         let g = proto.graph.as_mut().expect("checked at load");
@@ -178,9 +264,17 @@ impl OnnxModel {
                 continue;
             }
             let bytes = self.tensor_bytes(t)?;
-            data.write_all(&bytes).map_err(|e| ExportError::file(&data_path, e))?;
-            let entry = |k: &str, v: String| StringStringEntryProto { key: Some(k.into()), value: Some(v) };
-            t.external_data = vec![entry("location", data_name.clone()), entry("offset", offset.to_string()), entry("length", bytes.len().to_string())];
+            data.write_all(&bytes)
+                .map_err(|e| ExportError::file(&data_path, e))?;
+            let entry = |k: &str, v: String| StringStringEntryProto {
+                key: Some(k.into()),
+                value: Some(v),
+            };
+            t.external_data = vec![
+                entry("location", data_name.clone()),
+                entry("offset", offset.to_string()),
+                entry("length", bytes.len().to_string()),
+            ];
             t.data_location = Some(1);
             t.raw_data = None;
             t.float_data.clear();
@@ -190,7 +284,8 @@ impl OnnxModel {
         }
         data.flush().map_err(|e| ExportError::file(&data_path, e))?;
         let graph_path = dir.join(graph_name);
-        std::fs::write(&graph_path, proto.encode_to_vec()).map_err(|e| ExportError::file(&graph_path, e))?;
+        std::fs::write(&graph_path, proto.encode_to_vec())
+            .map_err(|e| ExportError::file(&graph_path, e))?;
         Ok(vec![graph_path, data_path])
     }
 
@@ -212,21 +307,33 @@ impl OnnxModel {
 }
 
 pub fn node_name(n: &NodeProto) -> String {
-    n.name.clone().unwrap_or_else(|| format!("<{}>", n.op_type.clone().unwrap_or_default()))
+    n.name
+        .clone()
+        .unwrap_or_else(|| format!("<{}>", n.op_type.clone().unwrap_or_default()))
 }
 
 pub fn attr_i(n: &NodeProto, name: &str) -> Option<i64> {
-    n.attribute.iter().find(|a| a.name.as_deref() == Some(name)).and_then(|a| a.i)
+    n.attribute
+        .iter()
+        .find(|a| a.name.as_deref() == Some(name))
+        .and_then(|a| a.i)
 }
 
 pub fn set_attr_i(n: &mut NodeProto, name: &str, v: i64) {
-    if let Some(a) = n.attribute.iter_mut().find(|a| a.name.as_deref() == Some(name)) {
+    if let Some(a) = n
+        .attribute
+        .iter_mut()
+        .find(|a| a.name.as_deref() == Some(name))
+    {
         a.i = Some(v);
     }
 }
 
 pub fn attr_ints(n: &NodeProto, name: &str) -> Option<Vec<i64>> {
-    n.attribute.iter().find(|a| a.name.as_deref() == Some(name)).map(|a| a.ints.clone())
+    n.attribute
+        .iter()
+        .find(|a| a.name.as_deref() == Some(name))
+        .map(|a| a.ints.clone())
 }
 
 /// Dims of a value info as text (`batch_size`, `151936`, `?`).
@@ -235,18 +342,42 @@ pub fn dims_of(v: &ValueInfoProto) -> Vec<String> {
         .as_ref()
         .and_then(|t| t.tensor_type.as_ref())
         .and_then(|t| t.shape.as_ref())
-        .map(|s| s.dim.iter().map(|d| d.dim_param.clone().or(d.dim_value.map(|x| x.to_string())).unwrap_or_else(|| "?".into())).collect())
+        .map(|s| {
+            s.dim
+                .iter()
+                .map(|d| {
+                    d.dim_param
+                        .clone()
+                        .or(d.dim_value.map(|x| x.to_string()))
+                        .unwrap_or_else(|| "?".into())
+                })
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 pub fn elem_type_of(v: &ValueInfoProto) -> i32 {
-    v.r#type.as_ref().and_then(|t| t.tensor_type.as_ref()).and_then(|t| t.elem_type).unwrap_or(0)
+    v.r#type
+        .as_ref()
+        .and_then(|t| t.tensor_type.as_ref())
+        .and_then(|t| t.elem_type)
+        .unwrap_or(0)
 }
 
 /// Sets one dim of a value info to a fixed size.
 pub fn set_dim(v: &mut ValueInfoProto, axis: usize, size: i64) {
-    if let Some(d) = v.r#type.as_mut().and_then(|t| t.tensor_type.as_mut()).and_then(|t| t.shape.as_mut()).and_then(|s| s.dim.get_mut(axis)) {
-        *d = Dimension { dim_value: Some(size), dim_param: None, denotation: d.denotation.clone() };
+    if let Some(d) = v
+        .r#type
+        .as_mut()
+        .and_then(|t| t.tensor_type.as_mut())
+        .and_then(|t| t.shape.as_mut())
+        .and_then(|s| s.dim.get_mut(axis))
+    {
+        *d = Dimension {
+            dim_value: Some(size),
+            dim_param: None,
+            denotation: d.denotation.clone(),
+        };
     }
 }
 
@@ -261,7 +392,13 @@ pub fn int64_tensor(name: &str, values: &[i64]) -> TensorProto {
 }
 
 pub fn raw_tensor(name: &str, data_type: i32, dims: Vec<i64>, raw: Vec<u8>) -> TensorProto {
-    TensorProto { dims, data_type: Some(data_type), name: Some(name.into()), raw_data: Some(raw), ..Default::default() }
+    TensorProto {
+        dims,
+        data_type: Some(data_type),
+        name: Some(name.into()),
+        raw_data: Some(raw),
+        ..Default::default()
+    }
 }
 
 /// Maps each value name to the number of nodes reading it.

@@ -49,14 +49,19 @@ pub enum Refusal {
     NotADirectory,
     #[error("exists and was not written by readout (no {MARKER} in it); choose a new directory, or remove it yourself")]
     NotWrittenByReadout,
-    #[error("holds {entry:?}, which readout did not write; remove it first to replace this directory")]
+    #[error(
+        "holds {entry:?}, which readout did not write; remove it first to replace this directory"
+    )]
     ForeignEntry { entry: String },
     #[error("holds a model readout wrote ({command}); pass --force to replace it")]
     NeedsForce { command: String },
 }
 
 fn refuse(out: &Path, reason: Refusal) -> ExportError {
-    ExportError::Output { path: out.display().to_string(), reason }
+    ExportError::Output {
+        path: out.display().to_string(),
+        reason,
+    }
 }
 
 /// `path` made absolute with symbolic links resolved when it exists; else
@@ -106,7 +111,12 @@ pub fn check_output(input: &Path, out: &Path, force: bool) -> Result<(), ExportE
         return Err(refuse(out, Refusal::IsInput));
     }
     if input.starts_with(&target) {
-        return Err(refuse(out, Refusal::ContainsInput { input: input.display().to_string() }));
+        return Err(refuse(
+            out,
+            Refusal::ContainsInput {
+                input: input.display().to_string(),
+            },
+        ));
     }
     if let Ok(cwd) = std::env::current_dir().and_then(|c| c.canonicalize()) {
         if cwd.starts_with(&target) {
@@ -122,7 +132,9 @@ pub fn check_output(input: &Path, out: &Path, force: bool) -> Result<(), ExportE
     let marker = out.join(MARKER);
     let command = match std::fs::read_to_string(&marker) {
         Ok(text) => text.lines().next().unwrap_or("").trim().to_string(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(refuse(out, Refusal::NotWrittenByReadout)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(refuse(out, Refusal::NotWrittenByReadout))
+        }
         Err(e) => return Err(ExportError::file(&marker, e)),
     };
     for entry in std::fs::read_dir(out).map_err(|e| ExportError::file(out, e))? {
@@ -142,7 +154,11 @@ pub fn check_output(input: &Path, out: &Path, force: bool) -> Result<(), ExportE
 /// Records in `dir` that readout wrote it, and with what command.
 pub fn write_marker(dir: &Path, command: &str, input: &Path) -> Result<(), ExportError> {
     let path = dir.join(MARKER);
-    let text = format!("readout {command}\ninput: {}\nversion: {}\n", input.display(), env!("CARGO_PKG_VERSION"));
+    let text = format!(
+        "readout {command}\ninput: {}\nversion: {}\n",
+        input.display(),
+        env!("CARGO_PKG_VERSION")
+    );
     std::fs::write(&path, text).map_err(|e| ExportError::file(&path, e))
 }
 
@@ -191,11 +207,15 @@ impl Drop for TempDir {
 }
 
 pub(crate) fn parent_of(out: &Path) -> &Path {
-    out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+    out.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 pub(crate) fn out_name(out: &Path) -> String {
-    out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into())
+    out.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".into())
 }
 
 /// Whether process `pid` is alive. Linux only (`/proc`); elsewhere every
@@ -214,18 +234,29 @@ fn alive(pid: u32) -> bool {
 /// (a previous output a killed run had moved aside): that one is the user's
 /// earlier model, not a half-written one.
 fn remove_stale(parent: &Path, name: &str) {
-    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
     let prefix = format!(".{name}.tmp-");
     for entry in entries.flatten() {
         let file = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = file.strip_prefix(prefix.as_str()).and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(pid) = file
+            .strip_prefix(prefix.as_str())
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
-        if pid == std::process::id() || alive(pid) || !entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+        if pid == std::process::id()
+            || alive(pid)
+            || !entry.file_type().map(|t| t.is_dir()).unwrap_or(false)
+        {
             continue;
         }
         let path = entry.path();
-        let ours = path.join(MARKER).is_file() || std::fs::read_dir(&path).map(|mut d| d.next().is_none()).unwrap_or(false);
+        let ours = path.join(MARKER).is_file()
+            || std::fs::read_dir(&path)
+                .map(|mut d| d.next().is_none())
+                .unwrap_or(false);
         if ours {
             let _ = std::fs::remove_dir_all(&path);
         }
@@ -288,16 +319,34 @@ mod tests {
         assert!(check_output(&input, &s.0.join("models/new"), false).is_ok());
         assert!(check_output(&input, &s.0.join("deep/er/new"), false).is_ok());
         for force in [false, true] {
-            assert_eq!(reason(check_output(&input, &input, force).unwrap_err()), Refusal::IsInput);
-            assert!(matches!(reason(check_output(&input, &s.0.join("models"), force).unwrap_err()), Refusal::ContainsInput { .. }));
+            assert_eq!(
+                reason(check_output(&input, &input, force).unwrap_err()),
+                Refusal::IsInput
+            );
+            assert!(matches!(
+                reason(check_output(&input, &s.0.join("models"), force).unwrap_err()),
+                Refusal::ContainsInput { .. }
+            ));
             // `..` resolves to the same ancestor.
             let dotted = s.0.join("models/m/..");
-            assert!(matches!(reason(check_output(&input, &dotted, force).unwrap_err()), Refusal::ContainsInput { .. }));
-            assert!(matches!(reason(check_output(&input, &input.join("model.onnx"), force).unwrap_err()), Refusal::NotADirectory));
-            assert_eq!(reason(check_output(&input, Path::new("/"), force).unwrap_err()), Refusal::IsRoot);
+            assert!(matches!(
+                reason(check_output(&input, &dotted, force).unwrap_err()),
+                Refusal::ContainsInput { .. }
+            ));
+            assert!(matches!(
+                reason(check_output(&input, &input.join("model.onnx"), force).unwrap_err()),
+                Refusal::NotADirectory
+            ));
+            assert_eq!(
+                reason(check_output(&input, Path::new("/"), force).unwrap_err()),
+                Refusal::IsRoot
+            );
         }
         // The input given as its graph file: its directory contains it.
-        assert!(matches!(reason(check_output(&input.join("model.onnx"), &input, true).unwrap_err()), Refusal::ContainsInput { .. }));
+        assert!(matches!(
+            reason(check_output(&input.join("model.onnx"), &input, true).unwrap_err()),
+            Refusal::ContainsInput { .. }
+        ));
     }
 
     #[test]
@@ -307,19 +356,33 @@ mod tests {
         let out = s.0.join("out");
         std::fs::create_dir(&out).unwrap();
         std::fs::write(out.join("notes.txt"), b"mine").unwrap();
-        assert_eq!(reason(check_output(&input, &out, true).unwrap_err()), Refusal::NotWrittenByReadout);
+        assert_eq!(
+            reason(check_output(&input, &out, true).unwrap_err()),
+            Refusal::NotWrittenByReadout
+        );
         write_marker(&out, "trim", &input).unwrap();
-        assert_eq!(reason(check_output(&input, &out, true).unwrap_err()), Refusal::ForeignEntry { entry: "notes.txt".into() });
+        assert_eq!(
+            reason(check_output(&input, &out, true).unwrap_err()),
+            Refusal::ForeignEntry {
+                entry: "notes.txt".into()
+            }
+        );
         std::fs::remove_file(out.join("notes.txt")).unwrap();
         std::fs::write(out.join("model.onnx"), b"g").unwrap();
         let e = check_output(&input, &out, false).unwrap_err();
-        assert!(e.to_string().contains("--force") && e.to_string().contains(&out.display().to_string()), "{e}");
+        assert!(
+            e.to_string().contains("--force") && e.to_string().contains(&out.display().to_string()),
+            "{e}"
+        );
         assert!(check_output(&input, &out, true).is_ok());
         #[cfg(unix)]
         {
             let link = s.0.join("link");
             std::os::unix::fs::symlink(&out, &link).unwrap();
-            assert_eq!(reason(check_output(&input, &link, true).unwrap_err()), Refusal::Symlink);
+            assert_eq!(
+                reason(check_output(&input, &link, true).unwrap_err()),
+                Refusal::Symlink
+            );
         }
     }
 
@@ -346,7 +409,10 @@ mod tests {
         std::fs::write(foreign.join("mine"), b"m").unwrap();
         let t = TempDir::beside(&out).unwrap();
         assert!(!dead_marked.exists() && !dead_empty.exists());
-        assert!(foreign.join("mine").is_file(), "a directory readout did not mark is never removed");
+        assert!(
+            foreign.join("mine").is_file(),
+            "a directory readout did not mark is never removed"
+        );
         write_marker(t.path(), "trim", &s.0).unwrap();
         replace(t, &out).unwrap();
         assert!(out.join(MARKER).is_file());
@@ -355,7 +421,14 @@ mod tests {
         std::fs::write(t.path().join("model.onnx"), b"new").unwrap();
         replace(t, &out).unwrap();
         assert_eq!(std::fs::read(out.join("model.onnx")).unwrap(), b"new");
-        let left: Vec<String> = std::fs::read_dir(&s.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
-        assert!(!left.iter().any(|n| n.starts_with(".out.old-") || n.starts_with(".out.tmp-") && n != ".out.tmp-999999997"), "{left:?}");
+        let left: Vec<String> = std::fs::read_dir(&s.0)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !left.iter().any(|n| n.starts_with(".out.old-")
+                || n.starts_with(".out.tmp-") && n != ".out.tmp-999999997"),
+            "{left:?}"
+        );
     }
 }

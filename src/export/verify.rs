@@ -17,8 +17,16 @@ use crate::runtime::native::{NativeOptions, NativeRuntime};
 use crate::runtime::Runtime;
 
 /// One uncached forward of `ids` (with an empty past every convention agrees).
-pub fn forward(graph: &Path, config: &ModelConfig, ids: &[u32]) -> Result<(Logits, Option<Logits>), ExportError> {
-    let mut rt = NativeRuntime::load(graph, &NativeOptions::default(), [config.kv_heads, config.head_dim])?;
+pub fn forward(
+    graph: &Path,
+    config: &ModelConfig,
+    ids: &[u32],
+) -> Result<(Logits, Option<Logits>), ExportError> {
+    let mut rt = NativeRuntime::load(
+        graph,
+        &NativeOptions::default(),
+        [config.kv_heads, config.head_dim],
+    )?;
     let sig = rt.signature().clone();
     let step = derive(candidates(&sig)[0], &sig, 0, ids);
     let out = pollster::block_on(rt.run(&step, None, false))?;
@@ -69,15 +77,31 @@ pub struct Worst {
 /// logits' dtype at that input row's largest |logit| (at least 1).
 /// Returns the max |Δ|, the count compared, and the position that came
 /// closest to (or furthest past) its allowance.
-pub fn compare_logits(input: &Logits, out: &Logits, columns: &[usize], ulps: f64) -> Result<(f64, usize, Option<Worst>), ExportError> {
+pub fn compare_logits(
+    input: &Logits,
+    out: &Logits,
+    columns: &[usize],
+    ulps: f64,
+) -> Result<(f64, usize, Option<Worst>), ExportError> {
     let (si, so) = (input.dims[1], out.dims[1]);
     if out.dims[2] != columns.len() {
-        return Err(ExportError::Verify(format!("output logits dims {:?}: last axis should be {}", out.dims, columns.len())));
+        return Err(ExportError::Verify(format!(
+            "output logits dims {:?}: last axis should be {}",
+            out.dims,
+            columns.len()
+        )));
     }
     if so != si && so != 1 {
-        return Err(ExportError::Verify(format!("output logits dims {:?} against input {:?}", out.dims, input.dims)));
+        return Err(ExportError::Verify(format!(
+            "output logits dims {:?} against input {:?}",
+            out.dims, input.dims
+        )));
     }
-    let eps = if input.is_f16() { 2f64.powi(-10) } else { 2f64.powi(-23) };
+    let eps = if input.is_f16() {
+        2f64.powi(-10)
+    } else {
+        2f64.powi(-23)
+    };
     let mut max_abs: f64 = 0.0;
     let mut worst: Option<Worst> = None;
     let mut n = 0;
@@ -89,12 +113,28 @@ pub fn compare_logits(input: &Logits, out: &Logits, columns: &[usize], ulps: f64
             let a = input.get(ip * input.dims[2] + c) as f64;
             let b = out.get(p * out.dims[2] + i) as f64;
             if !(a.is_finite() && b.is_finite()) {
-                return Err(ExportError::Verify(format!("non-finite logit at position {p}, column {c}")));
+                return Err(ExportError::Verify(format!(
+                    "non-finite logit at position {p}, column {c}"
+                )));
             }
             let diff = (a - b).abs();
             max_abs = max_abs.max(diff);
-            let ratio = |w: &Worst| if w.allowed > 0.0 { w.diff / w.allowed } else if w.diff > 0.0 { f64::INFINITY } else { 0.0 };
-            let here = Worst { position: ip, column: c, diff, allowed, peak };
+            let ratio = |w: &Worst| {
+                if w.allowed > 0.0 {
+                    w.diff / w.allowed
+                } else if w.diff > 0.0 {
+                    f64::INFINITY
+                } else {
+                    0.0
+                }
+            };
+            let here = Worst {
+                position: ip,
+                column: c,
+                diff,
+                allowed,
+                peak,
+            };
             if worst.as_ref().is_none_or(|w| ratio(&here) > ratio(w)) {
                 worst = Some(here);
             }
@@ -105,14 +145,19 @@ pub fn compare_logits(input: &Logits, out: &Logits, columns: &[usize], ulps: f64
 }
 
 /// The embedding tables of `input` must be in `output` with the same bytes.
-pub fn embeddings_untouched(input: &OnnxModel, output: &OnnxModel) -> Result<Vec<String>, ExportError> {
+pub fn embeddings_untouched(
+    input: &OnnxModel,
+    output: &OnnxModel,
+) -> Result<Vec<String>, ExportError> {
     let mut names = Vec::new();
     for e in find_embeddings(input) {
         for t in &e.tables {
             let a = input.tensor_bytes(input.initializer(t).expect("resolved"))?;
             let b = output
                 .initializer(t)
-                .ok_or_else(|| ExportError::Verify(format!("embedding table {t} is gone from the output")))
+                .ok_or_else(|| {
+                    ExportError::Verify(format!("embedding table {t} is gone from the output"))
+                })
                 .and_then(|x| output.tensor_bytes(x))?;
             if a != b {
                 return Err(ExportError::Verify(format!("embedding table {t} changed")));
@@ -121,7 +166,9 @@ pub fn embeddings_untouched(input: &OnnxModel, output: &OnnxModel) -> Result<Vec
         }
     }
     if names.is_empty() {
-        return Err(ExportError::Verify("no input embedding found to compare".into()));
+        return Err(ExportError::Verify(
+            "no input embedding found to compare".into(),
+        ));
     }
     Ok(names)
 }

@@ -22,14 +22,18 @@ pub enum GpuError {
 
 /// A device on whatever adapter wgpu finds first (natively: Vulkan).
 pub async fn request_device() -> Result<(wgpu::Device, wgpu::Queue, wgpu::AdapterInfo), GpuError> {
-    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
+    let instance =
+        wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env());
     let adapter = instance
         .request_adapter(&wgpu::RequestAdapterOptions::default())
         .await
         .map_err(|e| GpuError::NoAdapter(e.to_string()))?;
     let info = adapter.get_info();
     let (device, queue) = adapter
-        .request_device(&wgpu::DeviceDescriptor { label: Some("readout"), ..Default::default() })
+        .request_device(&wgpu::DeviceDescriptor {
+            label: Some("readout"),
+            ..Default::default()
+        })
         .await
         .map_err(|e| GpuError::Device(e.to_string()))?;
     Ok((device, queue, info))

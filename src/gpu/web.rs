@@ -28,24 +28,41 @@ impl SharedDevice {
 
 /// Whether this page exposes `navigator.gpu` at all.
 fn navigator_gpu() -> bool {
-    let nav = js_sys::Reflect::get(&js_sys::global(), &"navigator".into()).unwrap_or(JsValue::UNDEFINED);
-    !nav.is_undefined() && js_sys::Reflect::get(&nav, &"gpu".into()).is_ok_and(|g| !g.is_undefined() && !g.is_null())
+    let nav =
+        js_sys::Reflect::get(&js_sys::global(), &"navigator".into()).unwrap_or(JsValue::UNDEFINED);
+    !nav.is_undefined()
+        && js_sys::Reflect::get(&nav, &"gpu".into())
+            .is_ok_and(|g| !g.is_undefined() && !g.is_null())
 }
 
 pub async fn request_shared_device() -> Result<SharedDevice, GpuError> {
     if !navigator_gpu() {
-        return Err(GpuError::NoAdapter("navigator.gpu is undefined: this browser has WebGPU disabled or does not support it".into()));
+        return Err(GpuError::NoAdapter(
+            "navigator.gpu is undefined: this browser has WebGPU disabled or does not support it"
+                .into(),
+        ));
     }
     let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
     desc.backends = wgpu::Backends::BROWSER_WEBGPU;
     let instance = wgpu::Instance::new(desc);
     let adapter = instance
-        .request_adapter(&wgpu::RequestAdapterOptions { power_preference: wgpu::PowerPreference::HighPerformance, ..Default::default() })
+        .request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            ..Default::default()
+        })
         .await
-        .map_err(|e| GpuError::NoAdapter(format!("navigator.gpu.requestAdapter() gave no adapter ({e})")))?;
+        .map_err(|e| {
+            GpuError::NoAdapter(format!(
+                "navigator.gpu.requestAdapter() gave no adapter ({e})"
+            ))
+        })?;
     let info = adapter.get_info();
     let f16 = adapter.features().contains(wgpu::Features::SHADER_F16);
-    let features = if f16 { wgpu::Features::SHADER_F16 } else { wgpu::Features::empty() };
+    let features = if f16 {
+        wgpu::Features::SHADER_F16
+    } else {
+        wgpu::Features::empty()
+    };
     let (device, queue) = adapter
         .request_device(&wgpu::DeviceDescriptor {
             label: Some("readout"),
@@ -55,13 +72,27 @@ pub async fn request_shared_device() -> Result<SharedDevice, GpuError> {
         })
         .await
         .map_err(|e| GpuError::Device(e.to_string()))?;
-    let mut shared = SharedDevice { device, queue, adapter: info.name.clone(), f16, lost: Rc::new(RefCell::new(None)) };
+    let mut shared = SharedDevice {
+        device,
+        queue,
+        adapter: info.name.clone(),
+        f16,
+        lost: Rc::new(RefCell::new(None)),
+    };
     watch_lost(&shared);
     // GPUDevice.adapterInfo says what the adapter is (e.g. google / swiftshader).
     if let Some(d) = shared.js_device() {
         let ai = js_sys::Reflect::get(&d, &"adapterInfo".into()).unwrap_or(JsValue::UNDEFINED);
-        let field = |k: &str| js_sys::Reflect::get(&ai, &k.into()).ok().and_then(|v| v.as_string()).filter(|s| !s.is_empty());
-        let parts: Vec<String> = ["vendor", "architecture", "description"].iter().filter_map(|k| field(k)).collect();
+        let field = |k: &str| {
+            js_sys::Reflect::get(&ai, &k.into())
+                .ok()
+                .and_then(|v| v.as_string())
+                .filter(|s| !s.is_empty())
+        };
+        let parts: Vec<String> = ["vendor", "architecture", "description"]
+            .iter()
+            .filter_map(|k| field(k))
+            .collect();
         if !parts.is_empty() {
             shared.adapter = parts.join(" / ");
         }
@@ -74,12 +105,35 @@ pub async fn request_shared_device() -> Result<SharedDevice, GpuError> {
 /// instead of failing inside onnxruntime-web.
 fn watch_lost(shared: &SharedDevice) {
     let Some(d) = shared.js_device() else { return };
-    let Ok(p) = js_sys::Reflect::get(&d, &"lost".into()).and_then(|p| p.dyn_into::<js_sys::Promise>()) else { return };
+    let Ok(p) =
+        js_sys::Reflect::get(&d, &"lost".into()).and_then(|p| p.dyn_into::<js_sys::Promise>())
+    else {
+        return;
+    };
     let lost = shared.lost.clone();
     wasm_bindgen_futures::spawn_local(async move {
-        let info = wasm_bindgen_futures::JsFuture::from(p).await.unwrap_or(JsValue::UNDEFINED);
-        let field = |k: &str| js_sys::Reflect::get(&info, &k.into()).ok().and_then(|v| v.as_string()).unwrap_or_default();
+        let info = wasm_bindgen_futures::JsFuture::from(p)
+            .await
+            .unwrap_or(JsValue::UNDEFINED);
+        let field = |k: &str| {
+            js_sys::Reflect::get(&info, &k.into())
+                .ok()
+                .and_then(|v| v.as_string())
+                .unwrap_or_default()
+        };
         let (reason, message) = (field("reason"), field("message"));
-        *lost.borrow_mut() = Some(format!("{}{}", if reason.is_empty() { "unknown" } else { &reason }, if message.is_empty() { String::new() } else { format!(": {message}") }));
+        *lost.borrow_mut() = Some(format!(
+            "{}{}",
+            if reason.is_empty() {
+                "unknown"
+            } else {
+                &reason
+            },
+            if message.is_empty() {
+                String::new()
+            } else {
+                format!(": {message}")
+            }
+        ));
     });
 }

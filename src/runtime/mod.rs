@@ -68,26 +68,51 @@ pub trait Runtime {
 
     /// Runs `step` after `past` (`None`: an empty past). With `keep_present`
     /// the grown KV comes back; otherwise only `logits` is fetched.
-    async fn run(&mut self, step: &Step, past: Option<&Self::Kv>, keep_present: bool) -> Result<RunOutput<Self::Kv>, RuntimeError>;
+    async fn run(
+        &mut self,
+        step: &Step,
+        past: Option<&Self::Kv>,
+        keep_present: bool,
+    ) -> Result<RunOutput<Self::Kv>, RuntimeError>;
 
     /// Runs `step` after `past` and keeps only the grown past: no logits come
     /// back (a prefill, or one chunk of a long run).
-    async fn extend(&mut self, step: &Step, past: Option<&Self::Kv>) -> Result<Self::Kv, RuntimeError> {
-        self.run(step, past, true).await?.present.ok_or_else(|| RuntimeError::Run("the run returned no present.*".into()))
+    async fn extend(
+        &mut self,
+        step: &Step,
+        past: Option<&Self::Kv>,
+    ) -> Result<Self::Kv, RuntimeError> {
+        self.run(step, past, true)
+            .await?
+            .present
+            .ok_or_else(|| RuntimeError::Run("the run returned no present.*".into()))
     }
 
     /// Runs `step` after `past` and reads `spec` at the last row of the
     /// returned logits. By default the logits come to the host and the CPU
     /// readout reads them; a runtime that can read them where they lie (the
     /// GPU kernel of DESIGN §8) overrides this so only the slots come back.
-    async fn read(&mut self, step: &Step, past: Option<&Self::Kv>, spec: &ReadSpec<'_>) -> Result<RowRead, RuntimeError> {
+    async fn read(
+        &mut self,
+        step: &Step,
+        past: Option<&Self::Kv>,
+        spec: &ReadSpec<'_>,
+    ) -> Result<RowRead, RuntimeError> {
         let out = self.run(step, past, false).await?;
         let slots = read_slots(&out.logits, spec.head, spec.columns, spec.allowed_mass)?;
-        Ok(RowRead { slots, dims: out.logits.dims, hidden: out.hidden })
+        Ok(RowRead {
+            slots,
+            dims: out.logits.dims,
+            hidden: out.hidden,
+        })
     }
 
     /// Several independent steps against the same past; one after another by default.
-    async fn run_many(&mut self, steps: &[Step], past: Option<&Self::Kv>) -> Result<Vec<Logits>, RuntimeError> {
+    async fn run_many(
+        &mut self,
+        steps: &[Step],
+        past: Option<&Self::Kv>,
+    ) -> Result<Vec<Logits>, RuntimeError> {
         let mut out = Vec::with_capacity(steps.len());
         for s in steps {
             out.push(self.run(s, past, false).await?.logits);

@@ -55,10 +55,14 @@ impl Signature {
     ) -> Result<Self, RuntimeError> {
         let has = |list: &[String], n: &str| list.iter().any(|x| x == n);
         if !has(&inputs, "input_ids") {
-            return Err(RuntimeError::Signature(format!("no input_ids input (inputs: {inputs:?})")));
+            return Err(RuntimeError::Signature(format!(
+                "no input_ids input (inputs: {inputs:?})"
+            )));
         }
         if !has(&outputs, "logits") {
-            return Err(RuntimeError::Signature(format!("no logits output (outputs: {outputs:?})")));
+            return Err(RuntimeError::Signature(format!(
+                "no logits output (outputs: {outputs:?})"
+            )));
         }
         let mut past = Vec::new();
         for layer in 0.. {
@@ -85,10 +89,15 @@ impl Signature {
             past.push(pair);
         }
         if past.is_empty() {
-            return Err(RuntimeError::Signature("no past_key_values.N.key inputs: not a decoder with a KV cache".into()));
+            return Err(RuntimeError::Signature(
+                "no past_key_values.N.key inputs: not a decoder with a KV cache".into(),
+            ));
         }
-        let extra_outputs =
-            outputs.iter().filter(|o| *o != "logits" && !o.starts_with("present.")).cloned().collect();
+        let extra_outputs = outputs
+            .iter()
+            .filter(|o| *o != "logits" && !o.starts_with("present."))
+            .cloned()
+            .collect();
         Ok(Self {
             has_attention_mask: has(&inputs, "attention_mask"),
             has_position_ids: has(&inputs, "position_ids"),

@@ -39,25 +39,39 @@ pub fn criterion(id: &str, question: &str, options: &[&str]) -> Criterion {
         options: options
             .iter()
             .enumerate()
-            .map(|(i, d)| OptionSpec { id: format!("o{i}"), description: d.to_string() })
+            .map(|(i, d)| OptionSpec {
+                id: format!("o{i}"),
+                description: d.to_string(),
+            })
             .collect(),
         answer: None,
     }
 }
 
 pub fn state(evidence: &str) -> StateSpec {
-    StateSpec { id: "s".into(), instruction: None, evidence: evidence.into(), criteria: vec![] }
+    StateSpec {
+        id: "s".into(),
+        instruction: None,
+        evidence: evidence.into(),
+        criteria: vec![],
+    }
 }
 
 pub fn fixture() -> Vec<StateSpec> {
-    let text = std::fs::read_to_string(root().join("tests/fixtures/authored.jsonl")).expect("tests/fixtures/authored.jsonl");
+    let text = std::fs::read_to_string(root().join("tests/fixtures/authored.jsonl"))
+        .expect("tests/fixtures/authored.jsonl");
     readout::core::fixture::parse_jsonl(&text).expect("fixture parses")
 }
 
 /// Copies a model directory (graph, data, config, tokenizer) to a fresh temp dir.
 pub fn copy_model(id: &str, dest: &Path) {
     std::fs::create_dir_all(dest).unwrap();
-    for f in ["model.onnx", "model.onnx.data", "config.json", "tokenizer.json"] {
+    for f in [
+        "model.onnx",
+        "model.onnx.data",
+        "config.json",
+        "tokenizer.json",
+    ] {
         std::fs::copy(model_path(id).join(f), dest.join(f)).unwrap();
     }
 }

@@ -17,7 +17,9 @@ use js_sys::{Array, Object};
 use wasm_bindgen::{JsCast, JsValue};
 
 use self::ort::{InferenceSession, Ort, Tensor};
-use super::{Dtype, ReadSpec, RowRead, RunOutput, Runtime, RuntimeError, Signature, Step, HIDDEN_OUTPUT};
+use super::{
+    Dtype, ReadSpec, RowRead, RunOutput, Runtime, RuntimeError, Signature, Step, HIDDEN_OUTPUT,
+};
 use crate::core::logits::Logits;
 use crate::core::readout::{from_gathered, read_slots, HeadColumns};
 use crate::gpu::web::SharedDevice;
@@ -95,30 +97,49 @@ fn dtype_of(meta: &JsValue, name: &str) -> Result<(Dtype, Vec<i64>), RuntimeErro
     let d = match ty.as_str() {
         "float32" => Dtype::F32,
         "float16" => Dtype::F16,
-        other => return Err(RuntimeError::Signature(format!("{name} is {other:?}; float32 or float16 expected"))),
+        other => {
+            return Err(RuntimeError::Signature(format!(
+                "{name} is {other:?}; float32 or float16 expected"
+            )))
+        }
     };
     let shape = ort::get(meta, "shape");
-    let dims = shape.dyn_ref::<Array>().map(|a| a.iter().map(|d| d.as_f64().map_or(-1, |v| v as i64)).collect()).unwrap_or_default();
+    let dims = shape
+        .dyn_ref::<Array>()
+        .map(|a| {
+            a.iter()
+                .map(|d| d.as_f64().map_or(-1, |v| v as i64))
+                .collect()
+        })
+        .unwrap_or_default();
     Ok((d, dims))
 }
 
 fn find_meta(list: &Array, name: &str) -> Option<JsValue> {
-    list.iter().find(|m| ort::get(m, "name").as_string().as_deref() == Some(name))
+    list.iter()
+        .find(|m| ort::get(m, "name").as_string().as_deref() == Some(name))
 }
 
 fn names(list: &Array) -> Vec<String> {
-    list.iter().filter_map(|m| ort::get(&m, "name").as_string()).collect()
+    list.iter()
+        .filter_map(|m| ort::get(&m, "name").as_string())
+        .collect()
 }
 
-
 impl WebRuntime {
-    pub async fn load(model: WebModel, opts: WebOptions, live: Rc<Cell<usize>>) -> Result<Self, RuntimeError> {
+    pub async fn load(
+        model: WebModel,
+        opts: WebOptions,
+        live: Rc<Cell<usize>>,
+    ) -> Result<Self, RuntimeError> {
         let so = Object::new();
         let ep = match (&opts.backend, &opts.device) {
             (Backend::WebGpu, Some(dev)) => {
                 let e = Object::new();
                 ort::set(&e, "name", &"webgpu".into());
-                let d = dev.js_device().ok_or_else(|| RuntimeError::Gpu("the wgpu device has no WebGPU handle".into()))?;
+                let d = dev.js_device().ok_or_else(|| {
+                    RuntimeError::Gpu("the wgpu device has no WebGPU handle".into())
+                })?;
                 ort::set(&e, "device", &d);
                 JsValue::from(e)
             }
@@ -155,10 +176,17 @@ impl WebRuntime {
             .ort
             .create_session(&model.graph, &so)
             .await
-            .map_err(|m| RuntimeError::Load { path: "model.onnx".into(), message: m })?;
+            .map_err(|m| RuntimeError::Load {
+                path: "model.onnx".into(),
+                message: m,
+            })?;
         let (inputs, outputs) = (session.input_metadata(), session.output_metadata());
-        let past0 = find_meta(&inputs, "past_key_values.0.key")
-            .ok_or_else(|| RuntimeError::Signature(format!("no past_key_values.0.key input (inputs: {:?})", names(&inputs))))?;
+        let past0 = find_meta(&inputs, "past_key_values.0.key").ok_or_else(|| {
+            RuntimeError::Signature(format!(
+                "no past_key_values.0.key input (inputs: {:?})",
+                names(&inputs)
+            ))
+        })?;
         let (kv_dtype, mut kv_shape) = dtype_of(&past0, "past_key_values.0.key")?;
         if kv_shape.len() != 4 {
             return Err(RuntimeError::Signature(format!("past_key_values.0.key has dims {kv_shape:?}; [batch, kv_heads, past, head_dim] expected")));
@@ -167,13 +195,31 @@ impl WebRuntime {
             match kv_shape[axis] {
                 d if d < 0 => kv_shape[axis] = want as i64,
                 d if d as usize == want => {}
-                d => return Err(RuntimeError::Signature(format!("past_key_values.0.key dim {axis} is {d} but config.json says {want}"))),
+                d => {
+                    return Err(RuntimeError::Signature(format!(
+                        "past_key_values.0.key dim {axis} is {d} but config.json says {want}"
+                    )))
+                }
             }
         }
-        let lmeta = find_meta(&outputs, "logits").ok_or_else(|| RuntimeError::Signature(format!("no logits output (outputs: {:?})", names(&outputs))))?;
+        let lmeta = find_meta(&outputs, "logits").ok_or_else(|| {
+            RuntimeError::Signature(format!("no logits output (outputs: {:?})", names(&outputs)))
+        })?;
         let (logits_dtype, lshape) = dtype_of(&lmeta, "logits")?;
-        let fixed = |i: usize| lshape.get(i).copied().filter(|&d| d > 0).map(|d| d as usize);
-        let signature = Signature::from_io(names(&inputs), names(&outputs), kv_dtype, kv_shape, logits_dtype)?;
+        let fixed = |i: usize| {
+            lshape
+                .get(i)
+                .copied()
+                .filter(|&d| d > 0)
+                .map(|d| d as usize)
+        };
+        let signature = Signature::from_io(
+            names(&inputs),
+            names(&outputs),
+            kv_dtype,
+            kv_shape,
+            logits_dtype,
+        )?;
         let js_device = opts.device.as_ref().and_then(|d| d.js_device());
         let lost = opts.device.as_ref().map(|d| d.lost.clone());
         let (gpu, readout_note, adapter) = match opts.device {
@@ -235,7 +281,9 @@ impl WebRuntime {
     fn i64_tensor(&self, v: &[i64]) -> Result<Tensor, RuntimeError> {
         let data = js_sys::BigInt64Array::new_with_length(v.len() as u32);
         data.copy_from(v);
-        self.ort.tensor("int64", &data, &[1, v.len()]).map_err(run_err)
+        self.ort
+            .tensor("int64", &data, &[1, v.len()])
+            .map_err(run_err)
     }
 
     fn empty_past(&self) -> Result<Vec<Tensor>, RuntimeError> {
@@ -243,14 +291,24 @@ impl WebRuntime {
         let dims = [1, s[1] as usize, 0, s[3] as usize];
         (0..self.signature.past.len() * 2)
             .map(|_| match self.signature.kv_dtype {
-                Dtype::F32 => self.ort.tensor("float32", &js_sys::Float32Array::new_with_length(0), &dims),
-                Dtype::F16 => self.ort.tensor("float16", &js_sys::Uint16Array::new_with_length(0), &dims),
+                Dtype::F32 => {
+                    self.ort
+                        .tensor("float32", &js_sys::Float32Array::new_with_length(0), &dims)
+                }
+                Dtype::F16 => {
+                    self.ort
+                        .tensor("float16", &js_sys::Uint16Array::new_with_length(0), &dims)
+                }
             })
             .collect::<Result<_, _>>()
             .map_err(run_err)
     }
 
-    fn feeds(&self, step: &Step, past: Option<&WebKv>) -> Result<(Object, Vec<Tensor>), RuntimeError> {
+    fn feeds(
+        &self,
+        step: &Step,
+        past: Option<&WebKv>,
+    ) -> Result<(Object, Vec<Tensor>), RuntimeError> {
         let sig = &self.signature;
         let feeds = Object::new();
         let mut temps = Vec::new();
@@ -264,12 +322,22 @@ impl WebRuntime {
         match (&step.attention_mask, sig.has_attention_mask) {
             (Some(m), true) => put("attention_mask", self.i64_tensor(m)?, true),
             (None, false) => {}
-            (m, has) => return Err(run_err(format!("attention_mask given: {}, graph takes it: {has}", m.is_some()))),
+            (m, has) => {
+                return Err(run_err(format!(
+                    "attention_mask given: {}, graph takes it: {has}",
+                    m.is_some()
+                )))
+            }
         }
         match (&step.position_ids, sig.has_position_ids) {
             (Some(p), true) => put("position_ids", self.i64_tensor(p)?, true),
             (None, false) => {}
-            (p, has) => return Err(run_err(format!("position_ids given: {}, graph takes it: {has}", p.is_some()))),
+            (p, has) => {
+                return Err(run_err(format!(
+                    "position_ids given: {}, graph takes it: {has}",
+                    p.is_some()
+                )))
+            }
         }
         let empty;
         let past_t: &[Tensor] = match past {
@@ -297,24 +365,38 @@ impl WebRuntime {
     }
 
     fn check_device(&self) -> Result<(), RuntimeError> {
-        self.device_lost().map_or(Ok(()), |why| Err(RuntimeError::DeviceLost(why)))
+        self.device_lost()
+            .map_or(Ok(()), |why| Err(RuntimeError::DeviceLost(why)))
     }
 
     /// Destroys the shared device, as a lost device would end it (tests of
     /// DESIGN §12). Resolves once the browser has reported it lost.
     pub async fn lose_device(&self) -> Result<(), RuntimeError> {
-        let d = self.js_device.as_ref().ok_or_else(|| RuntimeError::Gpu("no shared WebGPU device to lose".into()))?;
-        let destroy = ort::get(d, "destroy").dyn_into::<js_sys::Function>().map_err(|_| RuntimeError::Gpu("GPUDevice.destroy is missing".into()))?;
-        destroy.call0(d).map_err(|e| RuntimeError::Gpu(format!("GPUDevice.destroy(): {e:?}")))?;
+        let d = self
+            .js_device
+            .as_ref()
+            .ok_or_else(|| RuntimeError::Gpu("no shared WebGPU device to lose".into()))?;
+        let destroy = ort::get(d, "destroy")
+            .dyn_into::<js_sys::Function>()
+            .map_err(|_| RuntimeError::Gpu("GPUDevice.destroy is missing".into()))?;
+        destroy
+            .call0(d)
+            .map_err(|e| RuntimeError::Gpu(format!("GPUDevice.destroy(): {e:?}")))?;
         if let Ok(p) = ort::get(d, "lost").dyn_into::<js_sys::Promise>() {
             let _ = wasm_bindgen_futures::JsFuture::from(p).await;
         }
         // The watcher runs as its own task; give it the turn it needs.
-        let _ = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&JsValue::UNDEFINED)).await;
+        let _ = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&JsValue::UNDEFINED))
+            .await;
         Ok(())
     }
 
-    async fn run_fetch(&mut self, step: &Step, past: Option<&WebKv>, fetches: &JsValue) -> Result<Object, RuntimeError> {
+    async fn run_fetch(
+        &mut self,
+        step: &Step,
+        past: Option<&WebKv>,
+        fetches: &JsValue,
+    ) -> Result<Object, RuntimeError> {
         self.check_device()?;
         let (feeds, temps) = self.feeds(step, past)?;
         let out = self.session.run(&feeds, fetches).await;
@@ -337,7 +419,11 @@ impl WebRuntime {
         if self.backend != Backend::WebGpu {
             return;
         }
-        if let Ok(s) = self.ort.create_session(&self.model.graph, &self.session_options).await {
+        if let Ok(s) = self
+            .ort
+            .create_session(&self.model.graph, &self.session_options)
+            .await
+        {
             let old = std::mem::replace(&mut self.session, s);
             let _ = old.release().await;
             self.recreated += 1;
@@ -360,8 +446,15 @@ impl WebRuntime {
             "float16" => {
                 // A Uint16Array, or a Float16Array where the browser has one: read the bits.
                 let view = data.unchecked_ref::<js_sys::Uint8Array>();
-                let bits = js_sys::Uint16Array::new_with_byte_offset_and_length(&view.buffer(), view.byte_offset(), view.byte_length() / 2);
-                Logits::f16(dims, bits.to_vec().into_iter().map(f16::from_bits).collect())
+                let bits = js_sys::Uint16Array::new_with_byte_offset_and_length(
+                    &view.buffer(),
+                    view.byte_offset(),
+                    view.byte_length() / 2,
+                );
+                Logits::f16(
+                    dims,
+                    bits.to_vec().into_iter().map(f16::from_bits).collect(),
+                )
             }
             other => return Err(run_err(format!("{name} came back as {other}"))),
         };
@@ -397,27 +490,46 @@ impl WebRuntime {
     }
 
     fn present_names(&self) -> Array {
-        self.signature.past.iter().flat_map(|p| [&p.present_key, &p.present_value]).map(|n| JsValue::from_str(n)).collect()
+        self.signature
+            .past
+            .iter()
+            .flat_map(|p| [&p.present_key, &p.present_value])
+            .map(|n| JsValue::from_str(n))
+            .collect()
     }
 
     /// A logits buffer of `bytes` on the shared device (reused when the size repeats).
     fn logits_buffer(&mut self, bytes: u64) -> Result<JsValue, RuntimeError> {
-        let gpu = self.gpu.as_ref().ok_or_else(|| RuntimeError::Gpu("no shared device".into()))?;
+        let gpu = self
+            .gpu
+            .as_ref()
+            .ok_or_else(|| RuntimeError::Gpu("no shared device".into()))?;
         let size = bytes.div_ceil(4) * 4;
         if self.logits_buf.as_ref().is_none_or(|b| b.size() != size) {
             self.logits_buf = Some(gpu.device().create_buffer(&wgpu::BufferDescriptor {
                 label: Some("logits"),
                 size,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC | wgpu::BufferUsages::COPY_DST,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             }));
         }
-        let buf = self.logits_buf.as_ref().and_then(|b| b.as_webgpu()).ok_or_else(|| RuntimeError::Gpu("the logits buffer has no WebGPU handle".into()))?;
+        let buf = self
+            .logits_buf
+            .as_ref()
+            .and_then(|b| b.as_webgpu())
+            .ok_or_else(|| RuntimeError::Gpu("the logits buffer has no WebGPU handle".into()))?;
         Ok(JsValue::from(buf.clone()))
     }
 
     /// The GPU path of `read`: logits into our buffer, the kernel reads them.
-    async fn read_on_gpu(&mut self, step: &Step, past: Option<&WebKv>, spec: &ReadSpec<'_>) -> Result<RowRead, RuntimeError> {
+    async fn read_on_gpu(
+        &mut self,
+        step: &Step,
+        past: Option<&WebKv>,
+        spec: &ReadSpec<'_>,
+    ) -> Result<RowRead, RuntimeError> {
         self.check_device()?;
         let rows = self.logits_rows.unwrap_or(step.input_ids.len());
         let width = self.logits_width.unwrap_or(spec.head.width());
@@ -425,22 +537,40 @@ impl WebRuntime {
         let dims = [1usize, rows, width];
         let bytes = (rows * width * if f16 { 2 } else { 4 }) as u64;
         let raw = self.logits_buffer(bytes)?;
-        let tensor = self.ort.tensor_from_gpu_buffer(&raw, if f16 { "float16" } else { "float32" }, &dims).map_err(RuntimeError::Gpu)?;
+        let tensor = self
+            .ort
+            .tensor_from_gpu_buffer(&raw, if f16 { "float16" } else { "float32" }, &dims)
+            .map_err(RuntimeError::Gpu)?;
         let fetches = Object::new();
         ort::set(&fetches, "logits", &tensor);
         let hidden_wanted = self.signature.exposes_hidden();
         if hidden_wanted {
             ort::set(&fetches, HIDDEN_OUTPUT, &JsValue::NULL);
         }
-        let out = self.run_fetch(step, past, &fetches).await.map_err(|e| match e {
-            RuntimeError::Run(m) => RuntimeError::Run(format!("{m} (logits pre-allocated as {dims:?} on the shared device)")),
-            other => other,
-        })?;
-        let hidden = if hidden_wanted { Some(self.take_hidden(&out).await?) } else { None };
+        let out = self
+            .run_fetch(step, past, &fetches)
+            .await
+            .map_err(|e| match e {
+                RuntimeError::Run(m) => RuntimeError::Run(format!(
+                    "{m} (logits pre-allocated as {dims:?} on the shared device)"
+                )),
+                other => other,
+            })?;
+        let hidden = if hidden_wanted {
+            Some(self.take_hidden(&out).await?)
+        } else {
+            None
+        };
         let cols: Vec<u32> = spec.columns.iter().map(|&c| c as u32).collect();
         let want_lse = spec.allowed_mass && matches!(spec.head, HeadColumns::Vocab { .. });
-        let gpu = self.gpu.as_ref().ok_or_else(|| RuntimeError::Gpu("no shared device".into()))?;
-        let buf = self.logits_buf.as_ref().ok_or_else(|| RuntimeError::Gpu("no logits buffer".into()))?;
+        let gpu = self
+            .gpu
+            .as_ref()
+            .ok_or_else(|| RuntimeError::Gpu("no shared device".into()))?;
+        let buf = self
+            .logits_buf
+            .as_ref()
+            .ok_or_else(|| RuntimeError::Gpu("no logits buffer".into()))?;
         let g = match gpu.read(buf, dims, f16, &cols).await {
             Ok(g) => g,
             Err(e) => {
@@ -450,7 +580,11 @@ impl WebRuntime {
         };
         self.read_back += g.bytes_read_back as u64;
         let slots = from_gathered(g.logits, want_lse.then_some(g.log_sum_exp));
-        Ok(RowRead { slots, dims: dims.to_vec(), hidden })
+        Ok(RowRead {
+            slots,
+            dims: dims.to_vec(),
+            hidden,
+        })
     }
 }
 
@@ -461,7 +595,12 @@ impl Runtime for WebRuntime {
         &self.signature
     }
 
-    async fn run(&mut self, step: &Step, past: Option<&WebKv>, keep_present: bool) -> Result<RunOutput<WebKv>, RuntimeError> {
+    async fn run(
+        &mut self,
+        step: &Step,
+        past: Option<&WebKv>,
+        keep_present: bool,
+    ) -> Result<RunOutput<WebKv>, RuntimeError> {
         let fetches = Array::of1(&"logits".into());
         if self.signature.exposes_hidden() {
             fetches.push(&HIDDEN_OUTPUT.into());
@@ -475,10 +614,22 @@ impl Runtime for WebRuntime {
         let lt = Self::output(&out, "logits")?;
         let logits = self.download(&lt, "logits").await;
         lt.dispose();
-        let hidden = if self.signature.exposes_hidden() { Some(self.take_hidden(&out).await?) } else { None };
-        let present = if keep_present { Some(self.keep_present(&out)?) } else { None };
+        let hidden = if self.signature.exposes_hidden() {
+            Some(self.take_hidden(&out).await?)
+        } else {
+            None
+        };
+        let present = if keep_present {
+            Some(self.keep_present(&out)?)
+        } else {
+            None
+        };
         match logits {
-            Ok(logits) => Ok(RunOutput { logits, present, hidden }),
+            Ok(logits) => Ok(RunOutput {
+                logits,
+                present,
+                hidden,
+            }),
             Err(e) => {
                 if let Some(p) = present {
                     self.release(p);
@@ -489,29 +640,49 @@ impl Runtime for WebRuntime {
     }
 
     async fn extend(&mut self, step: &Step, past: Option<&WebKv>) -> Result<WebKv, RuntimeError> {
-        let out = self.run_fetch(step, past, &self.present_names().into()).await?;
+        let out = self
+            .run_fetch(step, past, &self.present_names().into())
+            .await?;
         self.keep_present(&out)
     }
 
-    async fn read(&mut self, step: &Step, past: Option<&WebKv>, spec: &ReadSpec<'_>) -> Result<RowRead, RuntimeError> {
+    async fn read(
+        &mut self,
+        step: &Step,
+        past: Option<&WebKv>,
+        spec: &ReadSpec<'_>,
+    ) -> Result<RowRead, RuntimeError> {
         if self.gpu.is_some() {
             return self.read_on_gpu(step, past, spec).await;
         }
         let out = self.run(step, past, false).await?;
         let slots = read_slots(&out.logits, spec.head, spec.columns, spec.allowed_mass)?;
-        Ok(RowRead { slots, dims: out.logits.dims, hidden: out.hidden })
+        Ok(RowRead {
+            slots,
+            dims: out.logits.dims,
+            hidden: out.hidden,
+        })
     }
 
     /// One batched run of equal-length steps against `past` (repeated to
     /// the batch), fetching only `logits`: the seam of DESIGN §13.
-    async fn run_many(&mut self, steps: &[Step], past: Option<&WebKv>) -> Result<Vec<Logits>, RuntimeError> {
+    async fn run_many(
+        &mut self,
+        steps: &[Step],
+        past: Option<&WebKv>,
+    ) -> Result<Vec<Logits>, RuntimeError> {
         self.check_device()?;
         let (Some(kv), Some(first)) = (past, steps.first()) else {
             return Err(run_err("a batched run needs a past and at least one step"));
         };
         let n = first.input_ids.len();
-        if steps.iter().any(|s| s.input_ids.len() != n || s.position_ids.is_some()) {
-            return Err(run_err("a batched run needs steps of one length, without position_ids"));
+        if steps
+            .iter()
+            .any(|s| s.input_ids.len() != n || s.position_ids.is_some())
+        {
+            return Err(run_err(
+                "a batched run needs steps of one length, without position_ids",
+            ));
         }
         let b = steps.len();
         let batch_i64 = |rows: Vec<&[i64]>| -> Result<Tensor, RuntimeError> {
@@ -522,21 +693,34 @@ impl Runtime for WebRuntime {
             self.ort.tensor("int64", &data, &[b, w]).map_err(run_err)
         };
         let feeds = Object::new();
-        let mut temps = vec![batch_i64(steps.iter().map(|s| s.input_ids.as_slice()).collect())?];
+        let mut temps = vec![batch_i64(
+            steps.iter().map(|s| s.input_ids.as_slice()).collect(),
+        )?];
         if self.signature.has_attention_mask {
-            let masks: Vec<&[i64]> = steps.iter().map(|s| s.attention_mask.as_deref().unwrap_or(&[])).collect();
+            let masks: Vec<&[i64]> = steps
+                .iter()
+                .map(|s| s.attention_mask.as_deref().unwrap_or(&[]))
+                .collect();
             temps.push(batch_i64(masks)?);
             ort::set(&feeds, "attention_mask", &temps[1]);
         }
         ort::set(&feeds, "input_ids", &temps[0]);
         // The past repeated to the batch, as host tensors.
-        for (pair, t) in self.signature.past.iter().flat_map(|p| [&p.past_key, &p.past_value]).zip(&kv.tensors) {
+        for (pair, t) in self
+            .signature
+            .past
+            .iter()
+            .flat_map(|p| [&p.past_key, &p.past_value])
+            .zip(&kv.tensors)
+        {
             let mut dims = t.shape();
             let host = t.data().await.map_err(run_err)?;
-            let one = js_sys::Uint8Array::new(&host.unchecked_ref::<js_sys::Uint8Array>().buffer()).slice(
-                host.unchecked_ref::<js_sys::Uint8Array>().byte_offset(),
-                host.unchecked_ref::<js_sys::Uint8Array>().byte_offset() + host.unchecked_ref::<js_sys::Uint8Array>().byte_length(),
-            );
+            let one = js_sys::Uint8Array::new(&host.unchecked_ref::<js_sys::Uint8Array>().buffer())
+                .slice(
+                    host.unchecked_ref::<js_sys::Uint8Array>().byte_offset(),
+                    host.unchecked_ref::<js_sys::Uint8Array>().byte_offset()
+                        + host.unchecked_ref::<js_sys::Uint8Array>().byte_length(),
+                );
             let all = js_sys::Uint8Array::new_with_length(one.length() * b as u32);
             for i in 0..b as u32 {
                 all.set(&one, i * one.length());
@@ -550,7 +734,10 @@ impl Runtime for WebRuntime {
             ort::set(&feeds, pair, &bt);
             temps.push(bt);
         }
-        let out = self.session.run(&feeds, &Array::of1(&"logits".into())).await;
+        let out = self
+            .session
+            .run(&feeds, &Array::of1(&"logits".into()))
+            .await;
         for t in temps {
             t.dispose();
         }
@@ -577,7 +764,8 @@ impl Runtime for WebRuntime {
     }
 
     fn release(&mut self, kv: WebKv) {
-        self.live.set(self.live.get().saturating_sub(kv.tensors.len()));
+        self.live
+            .set(self.live.get().saturating_sub(kv.tensors.len()));
         for t in kv.tensors {
             t.dispose();
         }
@@ -599,7 +787,11 @@ impl Runtime for WebRuntime {
 
     fn describe(&self) -> String {
         match self.backend {
-            Backend::WebGpu => format!("onnxruntime-web 1.30 (WebGPU on {}); readout: {}", self.adapter, self.readout_path()),
+            Backend::WebGpu => format!(
+                "onnxruntime-web 1.30 (WebGPU on {}); readout: {}",
+                self.adapter,
+                self.readout_path()
+            ),
             Backend::Wasm => "onnxruntime-web 1.30 (WASM)".to_string(),
         }
     }

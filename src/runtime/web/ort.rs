@@ -21,7 +21,11 @@ extern "C" {
     pub type InferenceSession;
 
     #[wasm_bindgen(method, js_name = run, catch)]
-    fn run_raw(this: &InferenceSession, feeds: &Object, fetches: &JsValue) -> Result<Promise, JsValue>;
+    fn run_raw(
+        this: &InferenceSession,
+        feeds: &Object,
+        fetches: &JsValue,
+    ) -> Result<Promise, JsValue>;
 
     #[wasm_bindgen(method, js_name = release, catch)]
     fn release_raw(this: &InferenceSession) -> Result<Promise, JsValue>;
@@ -63,7 +67,9 @@ pub struct Ort {
 impl Ort {
     /// Imports the build for `backend` ("webgpu" or "wasm").
     pub async fn import(backend: &str) -> Result<Ort, String> {
-        let ns = JsFuture::from(ort_module(backend)).await.map_err(|e| format!("import onnxruntime-web ({backend} build): {}", message(&e)))?;
+        let ns = JsFuture::from(ort_module(backend))
+            .await
+            .map_err(|e| format!("import onnxruntime-web ({backend} build): {}", message(&e)))?;
         Ok(Ort { ns })
     }
 
@@ -72,31 +78,58 @@ impl Ort {
     }
 
     fn class(&self, name: &str) -> Result<js_sys::Function, String> {
-        get(&self.ns, name).dyn_into().map_err(|_| format!("onnxruntime-web has no {name}"))
+        get(&self.ns, name)
+            .dyn_into()
+            .map_err(|_| format!("onnxruntime-web has no {name}"))
     }
 
-    pub async fn create_session(&self, model: &js_sys::Uint8Array, options: &Object) -> Result<InferenceSession, String> {
+    pub async fn create_session(
+        &self,
+        model: &js_sys::Uint8Array,
+        options: &Object,
+    ) -> Result<InferenceSession, String> {
         let cls = self.class("InferenceSession")?;
-        let create: js_sys::Function = get(&cls, "create").dyn_into().map_err(|_| "InferenceSession.create is missing".to_string())?;
-        let p = create.call2(&cls, model, options).map(|v| v.unchecked_into::<Promise>());
+        let create: js_sys::Function = get(&cls, "create")
+            .dyn_into()
+            .map_err(|_| "InferenceSession.create is missing".to_string())?;
+        let p = create
+            .call2(&cls, model, options)
+            .map(|v| v.unchecked_into::<Promise>());
         Ok(settle(p).await?.unchecked_into())
     }
 
     pub fn tensor(&self, dtype: &str, data: &JsValue, dims: &[usize]) -> Result<Tensor, String> {
         let cls = self.class("Tensor")?;
-        let args: Array = [JsValue::from_str(dtype), data.clone(), dims_array(dims).into()].iter().collect();
-        Reflect::construct(&cls, &args).map(|t| t.unchecked_into()).map_err(|e| message(&e))
+        let args: Array = [
+            JsValue::from_str(dtype),
+            data.clone(),
+            dims_array(dims).into(),
+        ]
+        .iter()
+        .collect();
+        Reflect::construct(&cls, &args)
+            .map(|t| t.unchecked_into())
+            .map_err(|e| message(&e))
     }
 
     /// A tensor over a `GPUBuffer` the caller owns (onnxruntime-web writes
     /// a pre-allocated output into it).
-    pub fn tensor_from_gpu_buffer(&self, buffer: &JsValue, dtype: &str, dims: &[usize]) -> Result<Tensor, String> {
+    pub fn tensor_from_gpu_buffer(
+        &self,
+        buffer: &JsValue,
+        dtype: &str,
+        dims: &[usize],
+    ) -> Result<Tensor, String> {
         let cls = self.class("Tensor")?;
-        let f: js_sys::Function = get(&cls, "fromGpuBuffer").dyn_into().map_err(|_| "Tensor.fromGpuBuffer is missing".to_string())?;
+        let f: js_sys::Function = get(&cls, "fromGpuBuffer")
+            .dyn_into()
+            .map_err(|_| "Tensor.fromGpuBuffer is missing".to_string())?;
         let o = Object::new();
         set(&o, "dataType", &JsValue::from_str(dtype));
         set(&o, "dims", &dims_array(dims));
-        f.call2(&cls, buffer, &o).map(|t| t.unchecked_into()).map_err(|e| message(&e))
+        f.call2(&cls, buffer, &o)
+            .map(|t| t.unchecked_into())
+            .map_err(|e| message(&e))
     }
 }
 
@@ -136,7 +169,10 @@ impl InferenceSession {
 
 impl Tensor {
     pub fn shape(&self) -> Vec<usize> {
-        self.dims().iter().map(|d| d.as_f64().unwrap_or(-1.0) as usize).collect()
+        self.dims()
+            .iter()
+            .map(|d| d.as_f64().unwrap_or(-1.0) as usize)
+            .collect()
     }
 
     /// Downloads the data (a typed array); GPU tensors are copied to the host.
