@@ -6,7 +6,7 @@
 //
 // Query: model=<base id under /models/> backend=wasm|webgpu variants=stock,trimmed,pruned
 //   lengths=1,8,16,32,64,96 runs=5 warmup=1 prefix=256 options=4 threads=N
-//   transformers=1 mass=1 autorun=1
+//   transformers=1 mass=1 modes=1 autorun=1
 // When done: window.benchResult (the JSON) and window.benchDone = true.
 import init, { Engine, ReadoutBench, linearFit, median } from "/pkg/readout.js";
 import { fitRatio, maxAbsDiff } from "./compare.mjs";
@@ -46,6 +46,7 @@ function config() {
     threads: num("threads", self.crossOriginIsolated ? Math.min(navigator.hardwareConcurrency || 1, 4) : 1),
     transformers: q.get("transformers") !== "0",
     mass: q.get("mass") !== "0",
+    modes: q.get("modes") !== "0",
   };
 }
 
@@ -102,6 +103,46 @@ async function sweepEngine(cfg, variant) {
     out.ids = { prefix: Array.from(prefix), suffixes: suffixes.map((s) => Array.from(s)) };
     await state.dispose();
     return out;
+  } finally {
+    await engine.dispose();
+  }
+}
+
+// ---- readout modes on the example state ---------------------------------------
+
+/** ms per criterion of each readout mode on the stock model and the example
+ *  state, measured in one run so their ratios compare like with like. The
+ *  calibrated runs go cold (every baseline computed) then warm (cached). */
+async function benchModes(cfg) {
+  const id = cfg.model;
+  const example = await (await fetch("/examples/state.json")).json();
+  const engine = await Engine.load(`/models/${id}`, { backend: cfg.backend, ortBase: ORT_BASE, threads: cfg.threads });
+  const rows = [];
+  try {
+    const info = engine.info();
+    const state = await engine.prefill(example);
+    const modes = [
+      ["letters", { mode: "letters" }],
+      ["cloze · sum", { mode: "cloze", clozeScore: "sum" }],
+      ["cloze · sum · content-free (cold)", { mode: "cloze", calibration: "content-free" }],
+      ["cloze · sum · content-free (cached)", { mode: "cloze", calibration: "content-free" }],
+      ["letters · content-free (cold)", { mode: "letters", calibration: "content-free" }],
+      ["letters · content-free (cached)", { mode: "letters", calibration: "content-free" }],
+    ];
+    for (const [what, opts] of modes) {
+      if (!what.includes("cached")) await state.scoreAll(example.criteria, { mode: opts.mode }); // warm-up, no baseline
+      const per = [];
+      for (let k = 0; k < (what.includes("cold") ? 1 : cfg.runs); k++) {
+        const [ms, ds] = await timed(() => state.scoreAll(example.criteria, opts));
+        per.push(ms / ds.length);
+      }
+      rows.push({ what, options: opts, runs: per.length, ms_per_criterion: median(per), samples_ms: per });
+      log(`modes: ${what}: ${median(per).toFixed(1)} ms per criterion`);
+    }
+    await state.dispose();
+    const letters = rows[0].ms_per_criterion;
+    for (const r of rows) r.over_letters = r.ms_per_criterion / letters;
+    return { model: id, backend: info.backend, criteria: example.criteria.length, head_tokens: state.tokens, rows };
   } finally {
     await engine.dispose();
   }
@@ -316,6 +357,18 @@ function render(result) {
     rb.append(tr);
   }
   r.append(rb);
+  const md = $("modes");
+  md.replaceChildren();
+  if (result.modes) {
+    md.innerHTML = `<thead><tr><th>readout on ${result.modes.model}, example state (${result.modes.criteria} criteria)</th><th>ms / criterion</th><th>× letters</th></tr></thead>`;
+    const mb = document.createElement("tbody");
+    for (const m of result.modes.rows) {
+      const tr = document.createElement("tr");
+      tr.innerHTML = `<td>${m.what}</td><td class="num">${fmt(m.ms_per_criterion)}</td><td class="num">${fmt(m.over_letters, 2)}×</td>`;
+      mb.append(tr);
+    }
+    md.append(mb);
+  }
   $("plot").innerHTML = plot(result, rows);
   const blob = new Blob([JSON.stringify(result, null, 2)], { type: "application/json" });
   $("download").href = URL.createObjectURL(blob);
@@ -397,6 +450,10 @@ async function runAll(cfg) {
     status("running", "allowedMass…");
     result.allowed_mass = await benchMass(cfg);
   }
+  if (cfg.modes) {
+    status("running", "readout modes…");
+    result.modes = await benchModes(cfg);
+  }
   result.ratios = compare(cfg, result.variants, result.transformers);
   render(result);
   window.benchResult = result;
@@ -421,6 +478,7 @@ async function fillModels() {
   f.runs.value = cfg.runs;
   f.transformers.checked = cfg.transformers;
   f.mass.checked = cfg.mass;
+  f.modes.checked = cfg.modes;
 }
 
 $("form").onsubmit = (ev) => {
@@ -428,7 +486,8 @@ $("form").onsubmit = (ev) => {
   const f = $("form");
   const p = new URLSearchParams({
     model: f.model.value, backend: f.backend.value, lengths: f.lengths.value, runs: f.runs.value,
-    transformers: f.transformers.checked ? "1" : "0", mass: f.mass.checked ? "1" : "0", autorun: "1",
+    transformers: f.transformers.checked ? "1" : "0", mass: f.mass.checked ? "1" : "0",
+    modes: f.modes.checked ? "1" : "0", autorun: "1",
   });
   location.search = p.toString();
 };

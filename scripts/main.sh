@@ -61,9 +61,17 @@ fi
 "$readout" catalog --models models -o models.json
 bash scripts/build_pkg.sh
 
-model="${MODEL:-smollm2-135m-instruct-q4f16-trimmed-pruned}"
-echo "[main] native check: readout score --model models.json#$model --state examples/state.json --check" >&2
-"$readout" score --model "models.json#$model" --state examples/state.json --check >/dev/null
+# The stock graph: its models.json entry names the best measured readout
+# (bench/decisions.sh), which the demo serves and the native check repeats.
+model="${MODEL:-smollm2-135m-instruct-q4f16}"
+readout_flags=$(node -e '
+  const m = require("./models.json").models.find((x) => x.id === process.argv[1]);
+  const r = m && m.readout;
+  if (r) console.log(`--mode ${r.mode} --cloze-score ${r.cloze_score} --calibration ${r.calibration} --prompt ${r.prompt}`);
+' "$model")
+echo "[main] native check: readout score --model models.json#$model --state examples/state.json $readout_flags --check" >&2
+# shellcheck disable=SC2086 # the flags are words
+"$readout" score --model "models.json#$model" --state examples/state.json $readout_flags --check >/dev/null
 
 if [ "$headless" = 1 ]; then
   exec node scripts/demo.mjs --headless --model "$model"

@@ -99,6 +99,13 @@ impl ModelDir {
                 format!("is not valid JSON (truncated?): {e}"),
             )
         })?;
+        let optional = |name: &str| {
+            Some(self.root.join(name))
+                .filter(|p| p.is_file())
+                .as_deref()
+                .map(read_text)
+                .transpose()
+        };
         let config_json = read_text(&self.config)?;
         serde_json::from_str::<serde_json::Value>(&config_json)
             .map_err(|e| file_err(&self.config, format!("is not valid JSON (truncated?): {e}")))?;
@@ -107,11 +114,9 @@ impl ModelDir {
             config_json,
             tokenizer_json,
             slot_map_json: self.slot_map.as_deref().map(read_text).transpose()?,
-            head_rows_json: Some(self.root.join("head_rows.json"))
-                .filter(|p| p.is_file())
-                .as_deref()
-                .map(read_text)
-                .transpose()?,
+            head_rows_json: optional("head_rows.json")?,
+            chat_template: optional("chat_template.jinja")?,
+            tokenizer_config_json: optional("tokenizer_config.json")?,
         })
     }
 

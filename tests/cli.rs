@@ -99,8 +99,59 @@ fn evaluate_writes_a_report_with_every_metric() {
         assert!(overall[k].is_number(), "{k} missing from {overall}");
     }
     assert!(v["seconds"].as_f64().unwrap() > 0.0);
-    assert_eq!(v["debias"], "cyclic");
+    assert_eq!(v["options"]["debias"], "cyclic");
+    assert_eq!(v["options"]["mode"], "letters");
+    assert_eq!(v["prompt"], "plain");
+    assert!(v["ms_per_criterion"].as_f64().unwrap() > 0.0);
+    let picked: f64 = v["report"]["positions"]["picked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .sum();
+    assert!((picked - 1.0).abs() < 1e-9, "{picked}");
     assert!(v["rows"][0]["decision"]["order_unstable"].is_boolean());
+    assert_eq!(v["rows"][0]["decision"]["readout"]["mode"], "letters");
+
+    // Cloze with calibration: every criterion's baseline computed once, and
+    // the decisions say what ran.
+    let out = readout()
+        .args(["--threads", "2", "evaluate"])
+        .arg(&fixture_path)
+        .arg("--model")
+        .arg(model_path(Q4))
+        .args(["--mode", "cloze", "--calibration", "content-free", "--out"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(v["baselines_computed"], n);
+    assert_eq!(
+        v["rows"][0]["decision"]["readout"]["calibration"],
+        "content-free"
+    );
+
+    // A misspelt mode is refused by the flag parser, naming what it takes.
+    let out = readout()
+        .args(["evaluate"])
+        .arg(&fixture_path)
+        .arg("--model")
+        .arg(model_path(Q4))
+        .args(["--mode", "clozee"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--mode") && err.contains("clozee") && err.contains("letters"),
+        "{err}"
+    );
 }
 
 #[test]

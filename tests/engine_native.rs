@@ -66,6 +66,7 @@ fn cached_equals_uncached(model: &str, tol: f64) {
             let opts = ScoreOptions {
                 debias,
                 allowed_mass: true,
+                ..ScoreOptions::default()
             };
             for c in &s.criteria {
                 let cached = e.score(id, c, &opts).await.unwrap();
@@ -265,6 +266,7 @@ fn debias_scores_every_rotation_and_reports_stability() {
                     &ScoreOptions {
                         debias: Debias::Cyclic,
                         allowed_mass: true,
+                        ..ScoreOptions::default()
                     },
                 )
                 .await

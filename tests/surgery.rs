@@ -409,7 +409,17 @@ fn models_json_records_measured_files_and_refuses_a_changed_one() {
     )
     .unwrap();
     let catalog_path = base.join("models.json");
-    let cat = build(&models, &catalog_path).unwrap();
+    // The best measured readout (bench/decisions.sh) becomes the stock
+    // graph's default; a summary that names no usable best is skipped.
+    let results = base.join("results");
+    std::fs::create_dir_all(&results).unwrap();
+    std::fs::write(
+        results.join("2026-01-01-decisions-x.json"),
+        format!(r#"{{"model": "{Q4}", "best": {{"mode": "cloze", "cloze_score": "mean", "calibration": "content-free", "prompt": "plain", "accuracy": 0.5}}}}"#),
+    )
+    .unwrap();
+    std::fs::write(results.join("2026-01-02-decisions-y.json"), "{ truncated").unwrap();
+    let cat = build(&models, &catalog_path, &results).unwrap();
     std::fs::write(&catalog_path, serde_json::to_string_pretty(&cat).unwrap()).unwrap();
     assert_eq!(cat.models.len(), 2);
     let stock = &cat.models[0];
@@ -423,8 +433,20 @@ fn models_json_records_measured_files_and_refuses_a_changed_one() {
         ("q4", false, false, true)
     );
     assert_eq!(stock.shape.head_rows, 151936);
+    use readout::core::mode::{Calibration, ClozeScore, Mode, PromptStyle, ReadoutChoice};
+    assert_eq!(
+        stock.readout,
+        Some(ReadoutChoice {
+            mode: Mode::Cloze,
+            cloze_score: ClozeScore::Mean,
+            calibration: Calibration::ContentFree,
+            prompt: PromptStyle::Plain
+        })
+    );
     let pruned = &cat.models[1];
     assert!(pruned.pruned && pruned.letters.as_deref() == Some("ABCD"));
+    // A pruned head returns only letters: it keeps the letters default.
+    assert_eq!(pruned.readout, None);
     assert_eq!(pruned.shape.head_rows, 4);
     let graph = pruned.files.iter().find(|f| f.role == "graph").unwrap();
     assert_eq!(graph.url, format!("models/{Q4}-trimmed-pruned/model.onnx"));

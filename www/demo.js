@@ -3,13 +3,19 @@
 // only moves values between the page and the engine.
 //
 // Query parameters (for links and the headless driver): model=<models.json id>,
-// backend=auto|webgpu|wasm, autoload=0 to wait for the Load button.
+// backend=auto|webgpu|wasm, autoload=0 to wait for the Load button,
+// mode=letters|cloze:sum|cloze:mean, calibration=none|content-free,
+// prompt=plain|chat (unset: the model's default from models.json).
 import init, { Engine } from "/pkg/readout.js";
 
 const ORT_BASE = "/node_modules/onnxruntime-web/dist/";
-const DEFAULT_MODEL = "smollm2-135m-instruct-q4f16-trimmed-pruned";
+// The stock graph: its models.json entry names the best measured readout
+// (bench/decisions.sh). The pruned graph serves letters, the fastest path
+// for a model that can answer in letters: one choice away in the list.
+const DEFAULT_MODEL = "smollm2-135m-instruct-q4f16";
 const MIN_OPTIONS = 2;
-const MAX_OPTIONS = 20;
+// Letters stop at T; cloze reads the options' text and takes up to 64.
+const maxOptions = () => (currentMode() === "cloze" ? 64 : 20);
 const LETTERS = "ABCDEFGHIJKLMNOPQRST";
 
 const $ = (id) => document.getElementById(id);
@@ -49,10 +55,10 @@ function optionRow(list, opt = { id: "", description: "" }) {
 
 function relabel(card) {
   const rows = [...card.querySelectorAll(".option")];
-  rows.forEach((r, i) => (r.querySelector(".letter").textContent = LETTERS[i] ?? "?"));
+  rows.forEach((r, i) => (r.querySelector(".letter").textContent = LETTERS[i] ?? String(i + 1)));
   rows.forEach((r) => (r.querySelector(".remove-option").disabled = rows.length <= MIN_OPTIONS));
-  card.querySelector(".add-option").disabled = rows.length >= MAX_OPTIONS;
-  card.querySelector(".count").textContent = `${rows.length} options (${MIN_OPTIONS}–${MAX_OPTIONS})`;
+  card.querySelector(".add-option").disabled = rows.length >= maxOptions();
+  card.querySelector(".count").textContent = `${rows.length} options (${MIN_OPTIONS}–${maxOptions()})`;
 }
 
 function addCriterion(c = { id: "", question: "", options: [{ id: "yes", description: "Yes" }, { id: "no", description: "No" }] }) {
@@ -83,7 +89,7 @@ function readCriteria() {
     question: card.querySelector(".question").value,
     answer: card.dataset.answer || undefined,
     options: [...card.querySelectorAll(".option")].map((r, j) => ({
-      id: r.querySelector(".opt-id").value.trim() || LETTERS[j],
+      id: r.querySelector(".opt-id").value.trim() || LETTERS[j] || `o${j + 1}`,
       description: r.querySelector(".opt-desc").value,
     })),
   }));
@@ -113,6 +119,7 @@ async function fillModels() {
   if (!catalog.models.some((m) => m.id === want)) throw new Error(`model: ${want} is not in models.json`);
   sel.value = want;
   $("backend").value = params.get("backend") ?? "auto";
+  for (const k of ["mode", "calibration", "prompt"]) if (params.get(k)) $(k).value = params.get(k);
 }
 
 async function load() {
@@ -155,8 +162,11 @@ async function load() {
     badge.className = `badge ${info.backend}`;
     badge.hidden = false;
     badge.dataset.backend = info.backend;
+    const d = info.readout_defaults;
     $("model-info").textContent = `${info.model_id} loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s; ` +
-      `readout ${info.readout}; exact run length ${info.run_limit} tokens; ${threads} thread${threads > 1 ? "s" : ""}.`;
+      `default readout ${d.mode}${d.mode === "cloze" ? ` · ${d.cloze_score}` : ""} · ${d.calibration} · ${d.prompt}; ` +
+      `letters read by ${info.readout}; exact run length ${info.run_limit} tokens; ${threads} thread${threads > 1 ? "s" : ""}.`;
+    for (const card of document.querySelectorAll(".criterion")) relabel(card);
     $("run").disabled = false;
     setStatus("ready", "ready");
   } catch (e) {
@@ -168,6 +178,30 @@ async function load() {
 }
 
 // ---- running ---------------------------------------------------------------
+
+/** The mode the next run uses: the page's choice, else the model's default. */
+function currentMode() {
+  const m = $("mode").value;
+  if (m) return m.split(":")[0];
+  return engine?.info().readout_defaults?.mode ?? "letters";
+}
+
+/** Only what the page chose; the engine fills the rest from the model's default. */
+function scoreOptions() {
+  const opts = { debias: $("debias").value };
+  const [mode, clozeScore] = $("mode").value.split(":");
+  if (mode) opts.mode = mode;
+  if (clozeScore) opts.clozeScore = clozeScore;
+  if ($("calibration").value) opts.calibration = $("calibration").value;
+  return opts;
+}
+
+function describeReadout(r) {
+  const parts = [r.mode === "cloze" ? `cloze (${r.cloze_score} of the option's token log-probabilities)` : "letters"];
+  parts.push(r.calibration === "content-free" ? "content-free calibration" : "no calibration");
+  parts.push(`${r.prompt} prompt`);
+  return `Readout: ${parts.join(" · ")}.`;
+}
 
 function probBars(decision) {
   const wrap = document.createElement("div");
@@ -231,13 +265,15 @@ async function run() {
   $("results-section").hidden = false;
   $("summary").textContent = "";
   const criteria = readCriteria();
-  const opts = { debias: $("debias").value };
+  const opts = scoreOptions();
+  const prompt = $("prompt").value || undefined;
+  $("ran").textContent = "";
   let state;
   try {
     setStatus("running", "reading the evidence…");
     const t0 = performance.now();
     const instruction = $("instruction").value.trim();
-    state = await engine.prefill({ instruction: instruction || undefined, evidence: $("evidence").value });
+    state = await engine.prefill({ instruction: instruction || undefined, evidence: $("evidence").value }, { prompt });
     const prefillMs = performance.now() - t0;
     let done = 0;
     let total = 0;
@@ -246,6 +282,8 @@ async function run() {
       try {
         const d = await state.score(c, opts);
         body.append(decisionRow(c, d));
+        $("ran").textContent = describeReadout(d.readout);
+        $("ran").dataset.readout = JSON.stringify(d.readout);
         total += d.ms;
       } catch (e) {
         body.append(errorRow(c, e));
@@ -271,6 +309,7 @@ $("add-criterion").onclick = () => addCriterion();
 $("example").onclick = () => loadExample();
 $("load").onclick = () => (loading = load());
 $("run").onclick = () => run();
+$("mode").onchange = () => document.querySelectorAll(".criterion").forEach(relabel);
 
 try {
   await init();

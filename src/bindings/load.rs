@@ -59,6 +59,10 @@ struct Files {
     tokenizer: Vec<u8>,
     slot_map: Option<String>,
     head_rows: Option<String>,
+    chat_template: Option<String>,
+    tokenizer_config: Option<String>,
+    /// The entry's default readout (models.json), when it names one.
+    readout: Option<crate::core::mode::ReadoutChoice>,
     listed: Vec<LoadedFile>,
 }
 
@@ -88,6 +92,9 @@ async fn entry_files(
         tokenizer: vec![],
         slot_map: None,
         head_rows: None,
+        chat_template: None,
+        tokenizer_config: None,
+        readout: None,
         listed: vec![],
     };
     if entry.file("graph").is_none() {
@@ -120,6 +127,10 @@ async fn entry_files(
             "tokenizer" => f.tokenizer = got.bytes.to_vec(),
             "slot_map" => f.slot_map = Some(utf8(&got.bytes, "slot_map.json")?),
             "head_rows" => f.head_rows = Some(utf8(&got.bytes, "head_rows.json")?),
+            "chat_template" => f.chat_template = Some(utf8(&got.bytes, "chat_template.jinja")?),
+            "tokenizer_config" => {
+                f.tokenizer_config = Some(utf8(&got.bytes, "tokenizer_config.json")?)
+            }
             _ => {}
         }
     }
@@ -140,6 +151,9 @@ async fn dir_files(base: &str, progress: Progress<'_>) -> Result<Files, String> 
         tokenizer: vec![],
         slot_map: None,
         head_rows: None,
+        chat_template: None,
+        tokenizer_config: None,
+        readout: None,
         listed: vec![],
     };
     let names = [
@@ -149,6 +163,8 @@ async fn dir_files(base: &str, progress: Progress<'_>) -> Result<Files, String> 
         ("tokenizer", "tokenizer.json", false),
         ("slot_map", "slot_map.json", true),
         ("head_rows", "head_rows.json", true),
+        ("chat_template", "chat_template.jinja", true),
+        ("tokenizer_config", "tokenizer_config.json", true),
     ];
     for (role, name, optional) in names {
         let url = resolve(name, base)?;
@@ -166,8 +182,10 @@ async fn dir_files(base: &str, progress: Progress<'_>) -> Result<Files, String> 
             "external_data" => f.external.push((name.to_string(), got.bytes)),
             "config" => f.config = utf8(&got.bytes, "config.json")?,
             "tokenizer" => f.tokenizer = got.bytes.to_vec(),
-            "slot_map" => f.slot_map = Some(utf8(&got.bytes, "slot_map.json")?),
-            _ => f.head_rows = Some(utf8(&got.bytes, "head_rows.json")?),
+            "slot_map" => f.slot_map = Some(utf8(&got.bytes, name)?),
+            "head_rows" => f.head_rows = Some(utf8(&got.bytes, name)?),
+            "chat_template" => f.chat_template = Some(utf8(&got.bytes, name)?),
+            _ => f.tokenizer_config = Some(utf8(&got.bytes, name)?),
         }
     }
     Ok(f)
@@ -245,7 +263,8 @@ pub async fn load(
                 },
             )?;
             let chosen = catalog.find(&choice.model)?;
-            let files = entry_files(chosen, &cat_url, progress).await?;
+            let mut files = entry_files(chosen, &cat_url, progress).await?;
+            files.readout = chosen.readout;
             (choice, files)
         }
         None => {
@@ -311,10 +330,17 @@ pub async fn load(
         tokenizer_json: files.tokenizer.clone(),
         slot_map_json: files.slot_map.clone(),
         head_rows_json: files.head_rows.clone(),
+        chat_template: files.chat_template.clone(),
+        tokenizer_config_json: files.tokenizer_config.clone(),
     };
-    let engine = Engine::new(runtime, assets)
+    let mut engine = Engine::new(runtime, assets)
         .await
         .map_err(|e| e.to_string())?;
+    if let Some(d) = files.readout {
+        engine
+            .set_readout_defaults(d)
+            .map_err(|e| format!("models.json entry {}: readout: {e}", choice.model))?;
+    }
     let global = js_sys::global();
     let threads = ort::get(&ort::get(&ort.env(), "wasm"), "numThreads").as_f64();
     let report = LoadReport {

@@ -24,6 +24,7 @@ use self::load::{LoadOptions, LoadReport};
 use crate::core::backend::Requested;
 use crate::core::debias::Debias;
 use crate::core::fixture::{Criterion, StateSpec};
+use crate::core::mode::{Calibration, ClozeScore, Mode, PromptStyle};
 use crate::engine::{Engine as CoreEngine, EngineInfo, ScoreOptions, StateId};
 use crate::runtime::web::ort::get;
 use crate::runtime::web::WebRuntime;
@@ -54,7 +55,20 @@ export interface LoadOptions {
 export interface StateInput { id?: string; instruction?: string; evidence: string; }
 export interface OptionInput { id: string; description: string; }
 export interface CriterionInput { id: string; family?: string; question: string; options: OptionInput[]; answer?: string; }
-export interface ScoreOptions { debias?: "none" | "cyclic"; allowedMass?: boolean; }
+/** Unset fields take the model's default (models.json `readout`; else letters, plain). */
+export interface ScoreOptions {
+  /** "letters": the option letter's probability (one run, any graph). "cloze": each option's own text (stock graphs). */
+  mode?: "letters" | "cloze";
+  /** cloze: an option's score is the sum or the mean of its tokens' log-probabilities. */
+  clozeScore?: "sum" | "mean";
+  /** "content-free": divide out what the model prefers after evidence "N/A" (computed once per criterion, cached). */
+  calibration?: "none" | "content-free";
+  /** letters: "cyclic" scores every rotation of the options and averages. */
+  debias?: "none" | "cyclic";
+  allowedMass?: boolean;
+}
+/** The prompt a state is prefilled in: "plain" text or the model's own chat template. */
+export interface PrefillOptions { prompt?: "plain" | "chat"; }
 export interface OptionProb { id: string; letter: string; p: number; }
 export interface Decision {
   id: string; answer: string; letter: string; probs: OptionProb[]; margin: number;
@@ -214,11 +228,50 @@ fn now() -> f64 {
         .unwrap_or_else(js_sys::Date::now)
 }
 
-/// `{debias, allowedMass}` as given; an unset `allowedMass` means "when the
-/// head is unpruned", which only the engine knows.
+/// The options as given; an unset field means the engine's default (the
+/// models.json entry's readout; `allowedMass`: when the head is unpruned),
+/// which only the engine knows.
+#[derive(Default)]
 struct JsScoreOptions {
-    debias: Debias,
+    debias: Option<Debias>,
     allowed_mass: Option<bool>,
+    mode: Option<Mode>,
+    cloze_score: Option<ClozeScore>,
+    calibration: Option<Calibration>,
+}
+
+const SCORE_OPTION_FIELDS: &[&str] =
+    &["debias", "allowedMass", "mode", "clozeScore", "calibration"];
+const PREFILL_OPTION_FIELDS: &[&str] = &["prompt"];
+
+/// A string option parsed by the engine type's own names; anything else is
+/// refused naming the field and the values it takes.
+fn enum_field<T: serde::de::DeserializeOwned>(
+    v: &JsValue,
+    field: &str,
+    allowed: &str,
+) -> Result<Option<T>, JsValue> {
+    let x = get(v, field);
+    if x.is_undefined() || x.is_null() {
+        return Ok(None);
+    }
+    let refuse = |got: String| js_err(format!("{field}: {got} is not one of {allowed}"));
+    let s = x.as_string().ok_or_else(|| {
+        refuse(format!(
+            "a {}",
+            x.js_typeof().as_string().unwrap_or_default()
+        ))
+    })?;
+    serde_json::from_value(serde_json::Value::String(s.clone()))
+        .map(Some)
+        .map_err(|_| refuse(format!("{s:?}")))
+}
+
+/// Refuses an options key the call does not take (a typo would otherwise
+/// run silently with the default), naming the nearest known one.
+fn known_keys(v: &JsValue, argument: &str, known: &'static [&'static str]) -> Result<(), JsValue> {
+    let value: serde_json::Value = serde_wasm_bindgen::from_value(v.clone()).map_err(js_err)?;
+    crate::core::fixture::check_object(&value, argument, known).map_err(js_err)
 }
 
 /// An options argument must be a plain object (or absent): reading fields
@@ -241,34 +294,40 @@ fn options_object(v: &JsValue, argument: &str, example: &str) -> Result<(), JsVa
 impl JsScoreOptions {
     fn parse(v: &JsValue) -> Result<Self, JsValue> {
         if v.is_undefined() || v.is_null() {
-            return Ok(Self {
-                debias: Debias::None,
-                allowed_mass: None,
-            });
+            return Ok(Self::default());
         }
-        options_object(v, "options", "{ debias: \"cyclic\" }")?;
-        let debias = match get(v, "debias").as_string().as_deref() {
-            None | Some("none") => Debias::None,
-            Some("cyclic") => Debias::Cyclic,
-            Some(other) => {
-                return Err(js_err(format!(
-                    "debias: {other:?} is not \"none\" or \"cyclic\""
-                )))
-            }
-        };
+        options_object(v, "options", "{ mode: \"cloze\" }")?;
+        known_keys(v, "options", SCORE_OPTION_FIELDS)?;
         let am = get(v, "allowedMass");
         Ok(Self {
-            debias,
+            debias: enum_field(v, "debias", "\"none\", \"cyclic\"")?,
             allowed_mass: (!am.is_undefined()).then(|| am.is_truthy()),
+            mode: enum_field(v, "mode", "\"letters\", \"cloze\"")?,
+            cloze_score: enum_field(v, "clozeScore", "\"sum\", \"mean\"")?,
+            calibration: enum_field(v, "calibration", "\"none\", \"content-free\"")?,
         })
     }
 
     fn for_engine(&self, e: &CoreEngine<WebRuntime>) -> ScoreOptions {
+        let d = e.readout_defaults();
         ScoreOptions {
-            debias: self.debias,
+            debias: self.debias.unwrap_or_default(),
             allowed_mass: self.allowed_mass.unwrap_or(!e.is_pruned()),
+            mode: self.mode.unwrap_or(d.mode),
+            cloze_score: self.cloze_score.unwrap_or(d.cloze_score),
+            calibration: self.calibration.unwrap_or(d.calibration),
         }
     }
+}
+
+/// `{ prompt }` for a prefill; `None`: the engine's default.
+fn prefill_prompt(v: &JsValue) -> Result<Option<PromptStyle>, JsValue> {
+    if v.is_undefined() || v.is_null() {
+        return Ok(None);
+    }
+    options_object(v, "options", "{ prompt: \"chat\" }")?;
+    known_keys(v, "options", PREFILL_OPTION_FIELDS)?;
+    enum_field(v, "prompt", "\"plain\", \"chat\"")
 }
 
 #[wasm_bindgen]
@@ -314,13 +373,16 @@ impl Engine {
     pub fn prefill(
         &self,
         #[wasm_bindgen(unchecked_param_type = "StateInput")] state: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "PrefillOptions | undefined")] options: JsValue,
     ) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
             let spec: StateSpec = fixture_from_js(state, "state")?;
+            let prompt = prefill_prompt(&options)?;
             let (id, tokens) = shared
                 .with(async |e| {
-                    let id = e.prefill(&spec).await?;
+                    let prompt = prompt.unwrap_or(e.readout_defaults().prompt);
+                    let id = e.prefill_with(&spec, prompt).await?;
                     Ok((id, e.head_tokens(id)?))
                 })
                 .await?;

@@ -6,11 +6,12 @@ use std::time::Instant;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use super::readout_args::ReadoutArgs;
 use super::CliError;
-use crate::core::debias::Debias;
 use crate::core::decision::Decision;
 use crate::core::fixture::parse_states;
 use crate::core::metrics::{calibrate, report, Calibration, Report, Scored};
+use crate::core::mode::PromptStyle;
 use crate::engine::ScoreOptions;
 use crate::model_dir::open_engine;
 use crate::runtime::native::NativeOptions;
@@ -28,8 +29,13 @@ struct EvalReport {
     model: String,
     runtime: String,
     fixture: String,
-    debias: Debias,
+    options: ScoreOptions,
+    prompt: PromptStyle,
     states: usize,
+    /// Scoring time (prefills excluded, baselines included) per criterion.
+    ms_per_criterion: f64,
+    /// Content-free baselines computed in this run.
+    baselines_computed: u64,
     criteria: usize,
     seconds: f64,
     load_seconds: f64,
@@ -41,7 +47,7 @@ struct EvalReport {
 pub fn run(
     fixture: &Path,
     model: &Path,
-    debias: Debias,
+    readout: &ReadoutArgs,
     out: Option<PathBuf>,
     opts: &NativeOptions,
 ) -> Result<(), CliError> {
@@ -73,12 +79,8 @@ pub fn run(
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let tag = if debias == Debias::Cyclic {
-                "-cyclic"
-            } else {
-                ""
-            };
-            PathBuf::from("reports").join(format!("evaluate-{id}-{stem}{tag}.json"))
+            let tag = readout.tag();
+            PathBuf::from("reports").join(format!("evaluate-{id}-{stem}-{tag}.json"))
         }
     };
     check_writable(&out)?;
@@ -98,19 +100,18 @@ pub fn run(
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let so = ScoreOptions {
-        debias,
-        allowed_mass: true,
-    };
+    let so = readout.score_options();
     let t0 = Instant::now();
     let mut rows = Vec::with_capacity(total);
     let mut scored = Vec::new();
+    let mut score_ms = 0.0;
     pollster::block_on(async {
         for s in &states {
             bar.set_message(s.id.clone());
-            let id = engine.prefill(s).await?;
+            let id = engine.prefill_with(s, readout.prompt).await?;
             for c in &s.criteria {
                 let d = engine.score(id, c, &so).await?;
+                score_ms += d.ms;
                 if let Some(gold) = c.answer_index() {
                     scored.push(Scored {
                         family: c.family.clone(),
@@ -135,14 +136,17 @@ pub fn run(
     bar.finish_and_clear();
     let seconds = t0.elapsed().as_secs_f64();
     let rep = report(&scored);
-    print_table(&rep, debias, seconds, scored.len());
+    print_table(&rep, &readout.tag(), seconds, scored.len());
 
     let r = EvalReport {
         model: info.model_id.clone(),
         runtime: info.runtime.clone(),
         fixture: fixture.display().to_string(),
-        debias,
+        options: so,
+        prompt: readout.prompt,
         states: states.len(),
+        ms_per_criterion: score_ms / total as f64,
+        baselines_computed: engine.baselines_computed(),
         criteria: total,
         seconds,
         load_seconds,
@@ -183,7 +187,7 @@ fn check_writable(out: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-fn print_table(r: &Report, debias: Debias, seconds: f64, scored: usize) {
+fn print_table(r: &Report, tag: &str, seconds: f64, scored: usize) {
     println!(
         "{:<12} {:>4} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9}",
         "family", "n", "acc", "bal.acc", "ECE", "Brier", "NLL", "unstable"
@@ -198,5 +202,19 @@ fn print_table(r: &Report, debias: Debias, seconds: f64, scored: usize) {
         line(f, s);
     }
     line("overall", &r.overall);
-    println!("mean family balanced accuracy {:.3}  ({scored} criteria with answers, debias {debias:?}, {seconds:.1}s)", r.mean_family_balanced_accuracy);
+    println!("mean family balanced accuracy {:.3}  ({scored} criteria with answers, {tag}, {seconds:.1}s)", r.mean_family_balanced_accuracy);
+    let share = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!(
+        "picked by position {}  gold {}  max picked/gold {}",
+        share(&r.positions.picked),
+        share(&r.positions.gold),
+        r.positions
+            .max_pick_over_gold
+            .map_or("unbounded".to_string(), |x| format!("{x:.2}"))
+    );
 }

@@ -2,15 +2,15 @@
 
 mod evaluate;
 pub mod host;
+mod readout_args;
 mod score;
 mod surgery;
 mod sweep;
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
-use crate::core::debias::Debias;
 use crate::engine::EngineError;
 use crate::runtime::native::NativeOptions;
 
@@ -49,21 +49,6 @@ impl CliError {
     }
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum DebiasArg {
-    None,
-    Cyclic,
-}
-
-impl From<DebiasArg> for Debias {
-    fn from(d: DebiasArg) -> Self {
-        match d {
-            DebiasArg::None => Debias::None,
-            DebiasArg::Cyclic => Debias::Cyclic,
-        }
-    }
-}
-
 #[derive(Debug, Parser)]
 #[command(
     name = "readout",
@@ -92,8 +77,8 @@ enum Command {
         /// Which state of a JSONL file to score (0-based); required when it holds several.
         #[arg(long)]
         index: Option<usize>,
-        #[arg(long, value_enum, default_value = "none")]
-        debias: DebiasArg,
+        #[command(flatten)]
+        readout: readout_args::ReadoutArgs,
         /// Also score each criterion by one uncached forward of the same ids and report max |Δp|.
         #[arg(long)]
         check: bool,
@@ -103,9 +88,9 @@ enum Command {
         fixture: PathBuf,
         #[arg(long)]
         model: PathBuf,
-        #[arg(long, value_enum, default_value = "none")]
-        debias: DebiasArg,
-        /// Where to write the JSON report (default: reports/evaluate-<model>-<fixture>[-cyclic].json).
+        #[command(flatten)]
+        readout: readout_args::ReadoutArgs,
+        /// Where to write the JSON report (default: reports/evaluate-<model>-<fixture>-<mode...>.json).
         #[arg(long)]
         out: Option<PathBuf>,
     },
@@ -189,6 +174,9 @@ enum Command {
         models: PathBuf,
         #[arg(short, long, default_value = "models.json")]
         out: PathBuf,
+        /// Where `bench/decisions.sh` summaries give each stock model its default readout.
+        #[arg(long, default_value = "bench/results")]
+        decisions: PathBuf,
     },
 }
 
@@ -209,15 +197,15 @@ pub fn main() -> std::process::ExitCode {
             model,
             state,
             index,
-            debias,
+            readout,
             check,
-        } => score::run(&model, &state, index, debias.into(), check, &opts),
+        } => score::run(&model, &state, index, &readout, check, &opts),
         Command::Evaluate {
             fixture,
             model,
-            debias,
+            readout,
             out,
-        } => evaluate::run(&fixture, &model, debias.into(), out, &opts),
+        } => evaluate::run(&fixture, &model, &readout, out, &opts),
         Command::Info { model } => info(&model, &opts),
         Command::Inspect { model, rows, json } => surgery::inspect(&model, rows, json),
         Command::Trim { model, out, force } => {
@@ -241,7 +229,11 @@ pub fn main() -> std::process::ExitCode {
             crate::export::commands::Op::ExposeHidden,
             force,
         ),
-        Command::Catalog { models, out } => surgery::catalog(&models, &out),
+        Command::Catalog {
+            models,
+            out,
+            decisions,
+        } => surgery::catalog(&models, &out, &decisions),
         Command::Sweep {
             model,
             prefix,

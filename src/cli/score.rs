@@ -4,11 +4,11 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::readout_args::ReadoutArgs;
 use super::CliError;
-use crate::core::debias::Debias;
 use crate::core::decision::Decision;
 use crate::core::fixture::{parse_states, StateSpec};
-use crate::engine::ScoreOptions;
+
 use crate::model_dir::open_engine;
 use crate::runtime::native::NativeOptions;
 
@@ -53,18 +53,15 @@ pub fn run(
     model: &Path,
     state_path: &Path,
     index: Option<usize>,
-    debias: Debias,
+    readout: &ReadoutArgs,
     check: bool,
     opts: &NativeOptions,
 ) -> Result<(), CliError> {
     let state = read_state(state_path, index)?;
     let mut engine = open_engine(&crate::model_dir::resolve(model)?, opts)?;
-    let so = ScoreOptions {
-        debias,
-        allowed_mass: true,
-    };
+    let so = readout.score_options();
     pollster::block_on(async {
-        let id = engine.prefill(&state).await?;
+        let id = engine.prefill_with(&state, readout.prompt).await?;
         let decisions = engine.score_all(id, &state.criteria, &so).await?;
         let check = if check {
             let mut max_abs_dp: f64 = 0.0;

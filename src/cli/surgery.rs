@@ -47,8 +47,8 @@ pub fn apply(model: &Path, out: &Path, op: Op, force: bool) -> Result<(), CliErr
     Ok(())
 }
 
-pub fn catalog(models: &Path, out: &Path) -> Result<(), CliError> {
-    let c = crate::export::catalog::build(models, out)?;
+pub fn catalog(models: &Path, out: &Path, decisions: &Path) -> Result<(), CliError> {
+    let c = crate::export::catalog::build(models, out, decisions)?;
     let json = serde_json::to_string_pretty(&c).unwrap_or_default() + "\n";
     std::fs::write(out, json).map_err(|e| CliError::file(out, e))?;
     eprintln!(

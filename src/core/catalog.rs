@@ -39,6 +39,10 @@ pub struct Entry {
     /// trim and prune; a weight format the WASM backend runs well).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wasm_variant: Option<String>,
+    /// The readout served when a call does not choose one (measured per
+    /// model by `bench/decisions.sh`); absent: letters, plain prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readout: Option<crate::core::mode::ReadoutChoice>,
     pub files: Vec<FileEntry>,
     pub shape: Shape,
 }

@@ -4,7 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use super::debias::argmax;
 use super::fixture::Criterion;
-use super::prompt::letter;
+use super::mode::ReadoutChoice;
+use super::prompt::label;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OptionProb {
@@ -18,7 +19,8 @@ pub struct Decision {
     pub id: String,
     /// The winning option's id.
     pub answer: String,
-    /// The winning option's letter in the criterion's own order.
+    /// The winning option's letter in the criterion's own order (its
+    /// 1-based number past T, which only cloze allows).
     pub letter: String,
     pub probs: Vec<OptionProb>,
     /// top1 − top2.
@@ -28,6 +30,8 @@ pub struct Decision {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub order_unstable: Option<bool>,
     pub ms: f64,
+    /// What was run: mode, cloze score, calibration, and the state's prompt.
+    pub readout: ReadoutChoice,
 }
 
 impl Decision {
@@ -38,6 +42,7 @@ impl Decision {
         allowed_mass: Option<f64>,
         order_unstable: Option<bool>,
         ms: f64,
+        readout: ReadoutChoice,
     ) -> Self {
         let best = argmax(probs);
         let mut sorted = probs.to_vec();
@@ -46,7 +51,7 @@ impl Decision {
         Self {
             id: criterion.id.clone(),
             answer: criterion.options[best].id.clone(),
-            letter: letter(best).to_string(),
+            letter: label(best),
             probs: criterion
                 .options
                 .iter()
@@ -54,7 +59,7 @@ impl Decision {
                 .enumerate()
                 .map(|(i, (o, &p))| OptionProb {
                     id: o.id.clone(),
-                    letter: letter(i).to_string(),
+                    letter: label(i),
                     p,
                 })
                 .collect(),
@@ -62,6 +67,7 @@ impl Decision {
             allowed_mass,
             order_unstable,
             ms,
+            readout,
         }
     }
 

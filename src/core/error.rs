@@ -5,8 +5,13 @@ use thiserror::Error;
 pub enum CoreError {
     #[error("criterion {criterion:?}: options has {count} entries; at least 2 are required")]
     TooFewOptions { criterion: String, count: usize },
-    #[error("criterion {criterion:?}: options has {count} entries; at most 20 are allowed (letters A-T)")]
-    TooManyOptions { criterion: String, count: usize },
+    #[error("criterion {criterion:?}: options has {count} entries; at most {limit} are allowed in {mode} mode{}", if *limit == 20 { " (letters A-T; cloze mode takes up to 64)" } else { "" })]
+    TooManyOptions {
+        criterion: String,
+        count: usize,
+        limit: usize,
+        mode: &'static str,
+    },
     #[error("criterion {criterion:?}: option id {id:?} appears more than once in options")]
     DuplicateOptionId { criterion: String, id: String },
     #[error("criterion {criterion:?}: {field} is empty")]
@@ -66,6 +71,12 @@ pub enum CoreError {
         column: usize,
         value: f32,
     },
+    #[error("chat template {template}: {message}")]
+    ChatTemplate { template: String, message: String },
+    #[error("chat template {template}: the head/suffix split is not a token boundary: {reason}")]
+    TemplateSplit { template: String, reason: String },
+    #[error("prompt \"chat\": model {model} has no chat template (no chat_template.jinja, no chat_template in tokenizer_config.json)")]
+    NoChatTemplate { model: String },
     #[error("metrics: {0}")]
     Metrics(String),
 }

@@ -5,7 +5,8 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::prompt::{MAX_OPTIONS, MIN_OPTIONS};
+use super::mode::Mode;
+use super::prompt::{MAX_CLOZE_OPTIONS, MAX_OPTIONS, MIN_OPTIONS};
 use super::CoreError;
 
 // Unknown fields are refused (deny_unknown_fields, and before it
@@ -44,7 +45,13 @@ pub struct StateSpec {
 
 impl Criterion {
     /// Checks everything about a criterion that does not need a model.
+    /// Checks the shape for letters mode (at most 20 options).
     pub fn validate(&self) -> Result<(), CoreError> {
+        self.validate_for(Mode::Letters)
+    }
+
+    /// Checks the shape for `mode`: letters take up to 20 options, cloze up to 64.
+    pub fn validate_for(&self, mode: Mode) -> Result<(), CoreError> {
         let criterion = self.id.clone();
         if self.id.trim().is_empty() {
             return Err(CoreError::EmptyField {
@@ -62,8 +69,17 @@ impl Criterion {
         if count < MIN_OPTIONS {
             return Err(CoreError::TooFewOptions { criterion, count });
         }
-        if count > MAX_OPTIONS {
-            return Err(CoreError::TooManyOptions { criterion, count });
+        let limit = match mode {
+            Mode::Letters => MAX_OPTIONS,
+            Mode::Cloze => MAX_CLOZE_OPTIONS,
+        };
+        if count > limit {
+            return Err(CoreError::TooManyOptions {
+                criterion,
+                count,
+                limit,
+                mode: mode.name(),
+            });
         }
         let mut seen = HashSet::new();
         for o in &self.options {
@@ -128,7 +144,8 @@ impl StateSpec {
                     id: c.id.clone(),
                 });
             }
-            c.validate()?;
+            // The widest limit of any mode: the engine holds each call to its own.
+            c.validate_for(Mode::Cloze)?;
         }
         Ok(())
     }
@@ -154,7 +171,12 @@ fn distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-fn check_object(v: &Value, path: &str, known: &'static [&'static str]) -> Result<(), CoreError> {
+/// Refuses a key of object `v` not in `known`, naming the nearest known one.
+pub fn check_object(
+    v: &Value,
+    path: &str,
+    known: &'static [&'static str],
+) -> Result<(), CoreError> {
     let Some(map) = v.as_object() else {
         return Ok(());
     };

@@ -111,6 +111,46 @@ pub struct Report {
     pub families: BTreeMap<String, Summary>,
     pub overall: Summary,
     pub mean_family_balanced_accuracy: f64,
+    pub positions: Positions,
+}
+
+/// How often each option position (A, B, ... in the criterion's own order)
+/// is picked against how often gold puts the answer there: a readout that
+/// measures position bias picks one position far more often than gold does.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Positions {
+    /// Share of criteria whose argmax is at each position.
+    pub picked: Vec<f64>,
+    /// Share of criteria whose gold answer is at each position.
+    pub gold: Vec<f64>,
+    /// max over positions of picked / gold; `None` when a position that is
+    /// never gold was picked (an unbounded ratio).
+    pub max_pick_over_gold: Option<f64>,
+}
+
+pub fn positions(items: &[Scored]) -> Positions {
+    let width = items.iter().map(|s| s.probs.len()).max().unwrap_or(0);
+    let n = items.len().max(1) as f64;
+    let mut picked = vec![0.0; width];
+    let mut gold = vec![0.0; width];
+    for s in items {
+        picked[argmax(&s.probs)] += 1.0 / n;
+        gold[s.gold] += 1.0 / n;
+    }
+    let mut max_ratio = Some(0.0f64);
+    for (p, g) in picked.iter().zip(&gold) {
+        if *p > 0.0 {
+            max_ratio = match (max_ratio, *g > 0.0) {
+                (Some(m), true) => Some(m.max(p / g)),
+                _ => None,
+            };
+        }
+    }
+    Positions {
+        picked,
+        gold,
+        max_pick_over_gold: max_ratio,
+    }
 }
 
 pub fn report(items: &[Scored]) -> Report {
@@ -134,6 +174,7 @@ pub fn report(items: &[Scored]) -> Report {
         families,
         overall: summarize(items),
         mean_family_balanced_accuracy: mean,
+        positions: positions(items),
     }
 }
 
@@ -201,7 +242,7 @@ pub fn calibrate(items: &[Scored]) -> Option<Calibration> {
     let t = fit_temperature(fit);
     Some(Calibration {
         temperature: t,
-        at_bound: t > T_MAX * 0.99 || t < T_MIN * 1.01,
+        at_bound: !(T_MIN * 1.01..=T_MAX * 0.99).contains(&t),
         fit_n: fit.len(),
         held_out_before: summarize(held),
         held_out_after: summarize(&apply_temperature(held, t)),
@@ -281,5 +322,25 @@ mod tests {
         // T = 1 leaves probabilities unchanged.
         let same = apply_temperature(&items, 1.0);
         assert!((same[0].probs[0] - 0.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn position_shares_count_argmax_and_gold() {
+        let item = |gold: usize, probs: Vec<f64>| Scored {
+            family: "f".into(),
+            gold,
+            gold_class: gold.to_string(),
+            probs,
+            order_unstable: false,
+        };
+        // Always A, gold half A half B: A is picked twice as often as gold puts it there.
+        let all_a = [item(0, vec![0.9, 0.1]), item(1, vec![0.8, 0.2])];
+        let p = positions(&all_a);
+        assert_eq!(p.picked, vec![1.0, 0.0]);
+        assert_eq!(p.gold, vec![0.5, 0.5]);
+        assert_eq!(p.max_pick_over_gold, Some(2.0));
+        // Picking C, which gold never uses, has no bounded ratio.
+        let p = positions(&[item(0, vec![0.1, 0.1, 0.8]), item(0, vec![0.9, 0.05, 0.05])]);
+        assert_eq!(p.max_pick_over_gold, None);
     }
 }

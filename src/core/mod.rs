@@ -4,6 +4,8 @@
 
 pub mod backend;
 pub mod catalog;
+pub mod chat;
+pub mod cloze;
 pub mod config;
 pub mod debias;
 pub mod decision;
@@ -12,6 +14,7 @@ pub mod fixture;
 pub mod head_rows;
 pub mod logits;
 pub mod metrics;
+pub mod mode;
 pub mod prompt;
 pub mod readout;
 pub mod slot_map;

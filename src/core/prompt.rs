@@ -7,6 +7,12 @@ use super::fixture::Criterion;
 pub const LETTERS: &str = "ABCDEFGHIJKLMNOPQRST";
 pub const MIN_OPTIONS: usize = 2;
 pub const MAX_OPTIONS: usize = 20;
+/// Cloze reads the options' text, not letters: one run per option bounds it.
+pub const MAX_CLOZE_OPTIONS: usize = 64;
+
+/// The evidence of the content-free baseline: says nothing, so what the model
+/// prefers after it is its prior over the options (calibration divides it out).
+pub const CONTENT_FREE_EVIDENCE: &str = "N/A";
 
 /// Works with base and instruct models alike: plain text, no chat markup.
 pub const DEFAULT_INSTRUCTION: &str = "Read the evidence below. Then answer each criterion \
@@ -34,6 +40,27 @@ pub fn render_suffix(criterion: &Criterion, order: &[usize]) -> String {
     }
     s.push_str("Answer:");
     s
+}
+
+/// Cloze: the question part, run once per criterion against the state's past.
+pub fn render_question(criterion: &Criterion) -> String {
+    format!("\nQuestion: {}\nAnswer:", criterion.question)
+}
+
+/// Cloze: an option's text as the answer's continuation, with the leading
+/// space BPE tokenizers fold into a word's first token.
+pub fn render_option(description: &str) -> String {
+    format!(" {}", description.trim())
+}
+
+/// A label for option `index`: its letter up to T, then its 1-based number
+/// (cloze takes more options than there are letters).
+pub fn label(index: usize) -> String {
+    LETTERS
+        .as_bytes()
+        .get(index)
+        .map(|&b| (b as char).to_string())
+        .unwrap_or_else(|| (index + 1).to_string())
 }
 
 #[cfg(test)]
@@ -70,6 +97,18 @@ mod tests {
             render_suffix(&crit(), &[1, 0]),
             "\nCriterion: Which colour?\nOptions:\nA. green\nB. red\nAnswer:"
         );
+    }
+
+    #[test]
+    fn cloze_parts_match_the_contract_exactly() {
+        assert_eq!(
+            render_question(&crit()),
+            "\nQuestion: Which colour?\nAnswer:"
+        );
+        assert_eq!(render_option("  red "), " red");
+        assert_eq!(label(0), "A");
+        assert_eq!(label(19), "T");
+        assert_eq!(label(20), "21");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use super::convention::{derive, Convention};
 use super::EngineError;
+use crate::core::cloze::row_log_prob;
+use crate::core::CoreError;
 use crate::runtime::{ReadSpec, RowRead, Runtime};
 
 /// Releases `kv` when there is one; used on every exit path.
@@ -74,4 +76,84 @@ pub async fn read<R: Runtime>(
     let r = rt.read(&step, base, spec).await;
     release(rt, grown);
     Ok((r?, last))
+}
+
+/// log p(`targets[i]`) at each of the last `targets.len()` rows of `past` +
+/// `ids` (the row that predicts it), in runs of at most `limit` tokens. Runs
+/// before the first target row only grow the past; a run with target rows
+/// returns its logits at every row, so the graph must be stock.
+pub async fn token_log_probs<R: Runtime>(
+    rt: &mut R,
+    conv: Convention,
+    limit: usize,
+    past: Option<&R::Kv>,
+    ids: &[u32],
+    targets: &[u32],
+) -> Result<Vec<f64>, EngineError> {
+    if ids.is_empty() || targets.len() > ids.len() {
+        return Err(EngineError::Proof(format!(
+            "{} targets over {} tokens were asked for",
+            targets.len(),
+            ids.len()
+        )));
+    }
+    let mut owned: Option<R::Kv> = None;
+    let r = token_log_probs_in(rt, conv, limit, past, ids, targets, &mut owned).await;
+    release(rt, owned);
+    r
+}
+
+/// The body of `token_log_probs`; the caller releases `owned` on every path.
+async fn token_log_probs_in<R: Runtime>(
+    rt: &mut R,
+    conv: Convention,
+    limit: usize,
+    past: Option<&R::Kv>,
+    ids: &[u32],
+    targets: &[u32],
+    owned: &mut Option<R::Kv>,
+) -> Result<Vec<f64>, EngineError> {
+    let limit = limit.max(1);
+    let first = ids.len() - targets.len();
+    let mut len = past.map_or(0, |p| rt.kv_len(p));
+    let mut out = Vec::with_capacity(targets.len());
+    let mut start = 0;
+    let runs = ids.len().div_ceil(limit);
+    for (i, chunk) in ids.chunks(limit).enumerate() {
+        let last = i + 1 == runs;
+        let end = start + chunk.len();
+        let step = derive(conv, rt.signature(), len, chunk);
+        let base = owned.as_ref().or(past);
+        let grown = if end <= first {
+            Some(rt.extend(&step, base).await?)
+        } else {
+            let o = rt.run(&step, base, !last).await?;
+            let rows = o.logits.dims.get(1).copied().unwrap_or(0);
+            if rows != chunk.len() {
+                return Err(CoreError::LogitsLayout {
+                    dims: o.logits.dims.clone(),
+                    expected: format!(
+                        "a logit row for each of the {} tokens fed (a stock graph)",
+                        chunk.len()
+                    ),
+                }
+                .into());
+            }
+            for row in first.max(start)..end {
+                out.push(row_log_prob(&o.logits, row - start, targets[row - first])?);
+            }
+            o.present
+        };
+        if !last {
+            let kv =
+                grown.ok_or_else(|| EngineError::Proof("the run returned no present.*".into()))?;
+            let old = owned.replace(kv);
+            release(rt, old);
+        } else if let Some(kv) = grown {
+            release(rt, Some(kv));
+        }
+        start = end;
+        len += chunk.len();
+    }
+    Ok(out)
 }

@@ -15,6 +15,18 @@ pub enum EngineError {
     Proof(String),
     #[error("state {0}: no such state (it was disposed, or never prefilled on this engine)")]
     UnknownState(u64),
+    #[error("mode {mode} reads a log-probability at every option token's row, and model {model} is a {graph} graph that returns only the last row's letters; load the stock graph for {mode}, or use mode letters")]
+    ModeNeedsStockGraph {
+        mode: &'static str,
+        model: String,
+        graph: &'static str,
+    },
+    #[error("{field} {value:?}: {reason}")]
+    InvalidOption {
+        field: &'static str,
+        value: String,
+        reason: &'static str,
+    },
     #[error("criterion {criterion:?}: option {letter} needs a letter the pruned head does not keep (it keeps {kept:?})")]
     LetterNotKept {
         criterion: String,

@@ -2,6 +2,7 @@
 //! (DESIGN §6, §7). It knows nothing of JS or of files.
 
 mod chunk;
+mod cloze;
 pub mod convention;
 mod error;
 pub mod head;
@@ -13,15 +14,21 @@ use serde::Serialize;
 
 pub use error::EngineError;
 
+use self::cloze::HeadText;
 use self::convention::Convention;
 use self::head::LetterPlan;
 use self::proof::ProofReport;
+use crate::core::chat::ChatTemplate;
+use crate::core::cloze::{
+    calibrate_letters, cloze_probs, Baseline, BaselineCache, BASELINE_CACHE_CAPACITY,
+};
 use crate::core::config::ModelConfig;
 use crate::core::debias::{combine, orders, Debias};
 use crate::core::decision::Decision;
 use crate::core::fixture::{Criterion, StateSpec};
 use crate::core::head_rows::HeadRows;
-use crate::core::prompt::{render_head, render_suffix};
+use crate::core::mode::{Calibration, ClozeScore, Mode, PromptStyle, ReadoutChoice};
+use crate::core::prompt::{render_head, render_suffix, MAX_OPTIONS};
 use crate::core::readout::SlotReadout;
 use crate::core::slot_map::SlotMap;
 use crate::core::tokenizer::TextTokenizer;
@@ -36,6 +43,10 @@ pub struct ModelAssets {
     pub slot_map_json: Option<String>,
     /// `head_rows.json`, required when the graph exposes `last_hidden`.
     pub head_rows_json: Option<String>,
+    /// `chat_template.jinja`, when the model ships one.
+    pub chat_template: Option<String>,
+    /// `tokenizer_config.json` (its `chat_template` and special tokens).
+    pub tokenizer_config_json: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -43,6 +54,10 @@ pub struct ScoreOptions {
     pub debias: Debias,
     /// Compute the letters' share of the full softmax (unpruned heads only).
     pub allowed_mass: bool,
+    pub mode: Mode,
+    /// How a cloze option's tokens add up (cloze only).
+    pub cloze_score: ClozeScore,
+    pub calibration: Calibration,
 }
 
 impl Default for ScoreOptions {
@@ -50,6 +65,9 @@ impl Default for ScoreOptions {
         Self {
             debias: Debias::None,
             allowed_mass: true,
+            mode: Mode::Letters,
+            cloze_score: ClozeScore::Sum,
+            calibration: Calibration::None,
         }
     }
 }
@@ -61,6 +79,7 @@ pub struct StateId(pub u64);
 struct LiveState<K> {
     kv: K,
     head_ids: Vec<u32>,
+    head: HeadText,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -71,6 +90,10 @@ pub struct EngineInfo {
     pub signature: Signature,
     pub letters: LetterPlan,
     pub proof: ProofReport,
+    /// What a call that does not choose gets.
+    pub readout_defaults: ReadoutChoice,
+    /// Where `prompt: "chat"` comes from, or why it cannot be served.
+    pub chat_template: Result<String, String>,
 }
 
 pub struct Engine<R: Runtime> {
@@ -82,6 +105,11 @@ pub struct Engine<R: Runtime> {
     proof: ProofReport,
     states: BTreeMap<StateId, LiveState<R::Kv>>,
     next_state: u64,
+    /// The model's chat template, or why `prompt: "chat"` cannot be served.
+    chat: Result<ChatTemplate, CoreError>,
+    baselines: BaselineCache,
+    baselines_computed: u64,
+    defaults: ReadoutChoice,
 }
 
 impl<R: Runtime> Engine<R> {
@@ -113,6 +141,16 @@ impl<R: Runtime> Engine<R> {
         }
         let head_rows = head_rows.filter(|_| sig.exposes_hidden());
         let proof = proof::prove(&mut runtime, &tokenizer, &plan, head_rows.as_ref()).await?;
+        // A broken or absent template refuses `prompt: "chat"` when asked, not the load.
+        let chat = ChatTemplate::from_model_files(
+            assets.chat_template.as_deref(),
+            assets.tokenizer_config_json.as_deref(),
+        )
+        .and_then(|t| {
+            t.ok_or_else(|| CoreError::NoChatTemplate {
+                model: assets.model_id.clone(),
+            })
+        });
         Ok(Self {
             runtime,
             model_id: assets.model_id,
@@ -122,6 +160,10 @@ impl<R: Runtime> Engine<R> {
             proof,
             states: BTreeMap::new(),
             next_state: 1,
+            chat,
+            baselines: BaselineCache::new(BASELINE_CACHE_CAPACITY),
+            baselines_computed: 0,
+            defaults: ReadoutChoice::default(),
         })
     }
 
@@ -133,7 +175,30 @@ impl<R: Runtime> Engine<R> {
             signature: self.runtime.signature().clone(),
             letters: self.plan.clone(),
             proof: self.proof.clone(),
+            readout_defaults: self.defaults,
+            chat_template: self
+                .chat
+                .as_ref()
+                .map(|t| t.name().to_string())
+                .map_err(|e| e.to_string()),
         }
+    }
+
+    /// Sets what calls that do not choose get; cloze on a graph that cannot
+    /// serve it is refused here rather than on every later call.
+    pub fn set_readout_defaults(&mut self, d: ReadoutChoice) -> Result<(), EngineError> {
+        if d.mode == Mode::Cloze {
+            self.check_cloze_graph()?;
+        }
+        if d.prompt == PromptStyle::Chat {
+            self.chat()?;
+        }
+        self.defaults = d;
+        Ok(())
+    }
+
+    pub fn readout_defaults(&self) -> ReadoutChoice {
+        self.defaults
     }
 
     pub fn convention(&self) -> Convention {
@@ -186,8 +251,18 @@ impl<R: Runtime> Engine<R> {
         Ok(())
     }
 
-    /// Runs the head once and keeps its KV.
+    /// Runs the head once, in the plain prompt, and keeps its KV.
     pub async fn prefill(&mut self, state: &StateSpec) -> Result<StateId, EngineError> {
+        self.prefill_with(state, PromptStyle::Plain).await
+    }
+
+    /// Runs the head once in `prompt` and keeps its KV; every criterion
+    /// scored against the state is rendered the same way.
+    pub async fn prefill_with(
+        &mut self,
+        state: &StateSpec,
+        prompt: PromptStyle,
+    ) -> Result<StateId, EngineError> {
         // The instruction alone would still tokenise to something: check the
         // evidence itself, or an empty state is scored as if it said nothing.
         if state.evidence.trim().is_empty() {
@@ -196,9 +271,14 @@ impl<R: Runtime> Engine<R> {
             }
             .into());
         }
+        let head = HeadText {
+            instruction: state.instruction.clone(),
+            body: render_head(state.instruction.as_deref(), &state.evidence),
+            prompt,
+        };
         let head_ids = self
             .tokenizer
-            .encode(&render_head(state.instruction.as_deref(), &state.evidence))?;
+            .encode(&self.head_text(&head.body, prompt)?)?;
         if head_ids.is_empty() {
             return Err(CoreError::EmptyField {
                 criterion: state.id.clone(),
@@ -206,7 +286,7 @@ impl<R: Runtime> Engine<R> {
             }
             .into());
         }
-        self.keep_head("evidence", head_ids).await
+        self.keep_head("evidence", head_ids, head).await
     }
 
     /// Runs `head_ids` from an empty past in proven-length chunks and keeps the KV as a new state.
@@ -214,6 +294,7 @@ impl<R: Runtime> Engine<R> {
         &mut self,
         field: &'static str,
         head_ids: Vec<u32>,
+        head: HeadText,
     ) -> Result<StateId, EngineError> {
         self.check_context(field, head_ids.len())?;
         let kv = chunk::extend(
@@ -226,7 +307,7 @@ impl<R: Runtime> Engine<R> {
         .await?;
         let id = StateId(self.next_state);
         self.next_state += 1;
-        self.states.insert(id, LiveState { kv, head_ids });
+        self.states.insert(id, LiveState { kv, head_ids, head });
         Ok(id)
     }
 
@@ -240,7 +321,13 @@ impl<R: Runtime> Engine<R> {
             }
             .into());
         }
-        self.keep_head("ids", ids.to_vec()).await
+        // Raw ids have no text: read through `read_ids`, not scored.
+        let head = HeadText {
+            instruction: None,
+            body: String::new(),
+            prompt: PromptStyle::Plain,
+        };
+        self.keep_head("ids", ids.to_vec(), head).await
     }
 
     /// The readout of the first `options` letters after the state's past and
@@ -260,10 +347,12 @@ impl<R: Runtime> Engine<R> {
             }
             .into());
         }
-        if options > 20 {
+        if options > MAX_OPTIONS {
             return Err(CoreError::TooManyOptions {
                 criterion: "sweep".into(),
                 count: options,
+                limit: MAX_OPTIONS,
+                mode: "letters",
             }
             .into());
         }
@@ -338,6 +427,11 @@ impl<R: Runtime> Engine<R> {
         opts: &ScoreOptions,
     ) -> Result<Decision, EngineError> {
         self.score_with(id, criterion, opts, false).await
+    }
+
+    /// Drops every cached content-free baseline (the next calibrated score recomputes).
+    pub fn clear_baselines(&mut self) {
+        self.baselines.clear();
     }
 
     /// The reference: every suffix scored by one uncached forward of the
@@ -432,6 +526,15 @@ impl<R: Runtime> Engine<R> {
                 .into());
             }
         }
+        // One content-free prefill serves every criterion's missing baseline.
+        for c in criteria {
+            Self::check_options(c, opts)?;
+        }
+        let debias = opts.debias;
+        self.ensure_baselines(id, criteria, opts.mode, opts.calibration, &|n| {
+            orders(debias, n)
+        })
+        .await?;
         let mut out = Vec::with_capacity(criteria.len());
         for c in criteria {
             out.push(self.score(id, c, opts).await?);
@@ -454,7 +557,11 @@ impl<R: Runtime> Engine<R> {
             .states
             .get(&id)
             .ok_or(EngineError::UnknownState(id.0))?;
-        let suffix = self.tokenizer.encode(&render_suffix(criterion, order))?;
+        let suffix = self.suffix_ids(
+            &state.head_ids,
+            &state.head,
+            &render_suffix(criterion, order),
+        )?;
         let total = state.head_ids.len() + suffix.len();
         if total > self.config.max_positions {
             return Err(CoreError::ContextOverflow {
@@ -483,6 +590,34 @@ impl<R: Runtime> Engine<R> {
         Ok(read)
     }
 
+    /// What a decision reports it ran: the options and the state's prompt.
+    fn ran(&self, id: StateId, opts: &ScoreOptions) -> Result<ReadoutChoice, EngineError> {
+        let state = self
+            .states
+            .get(&id)
+            .ok_or(EngineError::UnknownState(id.0))?;
+        Ok(ReadoutChoice {
+            mode: opts.mode,
+            cloze_score: opts.cloze_score,
+            calibration: opts.calibration,
+            prompt: state.head.prompt,
+        })
+    }
+
+    /// The criterion's shape under the mode asked for, and options that only
+    /// one mode takes.
+    fn check_options(criterion: &Criterion, opts: &ScoreOptions) -> Result<(), EngineError> {
+        criterion.validate_for(opts.mode)?;
+        if opts.mode == Mode::Cloze && opts.debias != Debias::None {
+            return Err(EngineError::InvalidOption {
+                field: "debias",
+                value: "cyclic".into(),
+                reason: "rotations move options between letters; cloze shows no letters (use debias none)",
+            });
+        }
+        Ok(())
+    }
+
     async fn score_with(
         &mut self,
         id: StateId,
@@ -490,10 +625,40 @@ impl<R: Runtime> Engine<R> {
         opts: &ScoreOptions,
         uncached: bool,
     ) -> Result<Decision, EngineError> {
-        criterion.validate()?;
+        Self::check_options(criterion, opts)?;
+        let t0 = self.runtime.now_ms();
+        if opts.mode == Mode::Cloze {
+            let lps = self.cloze_log_probs(id, criterion, uncached).await?;
+            self.ensure_baselines(
+                id,
+                std::slice::from_ref(criterion),
+                Mode::Cloze,
+                opts.calibration,
+                &|_| Vec::new(),
+            )
+            .await?;
+            let base = match self.baseline(id, Mode::Cloze, criterion, None)? {
+                Some(Baseline::Cloze(b)) if opts.calibration == Calibration::ContentFree => {
+                    Some(b.as_slice())
+                }
+                _ => None,
+            };
+            let probs = cloze_probs(&lps, base, opts.cloze_score);
+            let ms = self.runtime.now_ms() - t0;
+            let readout = self.ran(id, opts)?;
+            return Ok(Decision::new(criterion, &probs, None, None, ms, readout));
+        }
         let n = criterion.options.len();
         let columns = self.plan.columns_for(&criterion.id, n)?;
-        let t0 = self.runtime.now_ms();
+        let debias = opts.debias;
+        self.ensure_baselines(
+            id,
+            std::slice::from_ref(criterion),
+            Mode::Letters,
+            opts.calibration,
+            &|n| orders(debias, n),
+        )
+        .await?;
         let want_mass = opts.allowed_mass && !self.is_pruned();
         let mut runs = Vec::new();
         let mut mass = Vec::new();
@@ -509,18 +674,26 @@ impl<R: Runtime> Engine<R> {
                 .await?
                 .slots;
             mass.extend(r.allowed_mass);
-            runs.push((order, r.probs));
+            let probs = match self.baseline(id, Mode::Letters, criterion, Some(&order))? {
+                Some(Baseline::Letters(b)) if opts.calibration == Calibration::ContentFree => {
+                    calibrate_letters(&r.probs, b)
+                }
+                _ => r.probs,
+            };
+            runs.push((order, probs));
         }
         let (probs, unstable) = combine(n, &runs);
         let allowed_mass = (!mass.is_empty()).then(|| mass.iter().sum::<f64>() / mass.len() as f64);
         let order_unstable = (opts.debias == Debias::Cyclic).then_some(unstable);
         let ms = self.runtime.now_ms() - t0;
+        let readout = self.ran(id, opts)?;
         Ok(Decision::new(
             criterion,
             &probs,
             allowed_mass,
             order_unstable,
             ms,
+            readout,
         ))
     }
 }

@@ -170,7 +170,8 @@ pub fn extraction_check(
         // of SmolLM2's head alone moves a logit by 0.1, while a float
         // kernel's misses are 1e-6.
         let bound = rows.miss_bound(i, &hv, v, h.is_f16());
-        if !(miss <= bound) {
+        // A NaN miss must fail too.
+        if miss.is_nan() || miss > bound {
             return Err(EngineError::Proof(format!(
                 "{what}: last_hidden · head_rows.json row {i} (+ bias) misses the returned logits at column {c} by {miss:.3e} \
                  ({v:.6} computed, {returned:.6} returned), beyond the {bound:.3e} the head's rounding allows ({}): \

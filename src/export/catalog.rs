@@ -1,6 +1,7 @@
 //! `models.json` (DESIGN §4): generated from the built model directories,
 //! with every file's size and sha256 measured from disk, never typed.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -11,6 +12,7 @@ use super::head::{find_embeddings, find_head, sharing, Sharing};
 use super::ExportError;
 pub use crate::core::catalog::{Catalog, Entry, FileEntry, Shape};
 use crate::core::config::ModelConfig;
+use crate::core::mode::{PromptStyle, ReadoutChoice};
 use crate::core::slot_map::SlotMap;
 use crate::engine::EngineError;
 
@@ -51,13 +53,15 @@ fn dtype_of(id: &str) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-const ROLES: [(&str, &str); 6] = [
+const ROLES: [(&str, &str); 8] = [
     ("graph", "model.onnx"),
     ("external_data", "model.onnx.data"),
     ("tokenizer", "tokenizer.json"),
     ("config", "config.json"),
     ("slot_map", "slot_map.json"),
     ("head_rows", "head_rows.json"),
+    ("chat_template", "chat_template.jinja"),
+    ("tokenizer_config", "tokenizer_config.json"),
 ];
 
 pub fn entry(dir: &Path, catalog_dir: &Path) -> Result<Entry, ExportError> {
@@ -107,6 +111,7 @@ pub fn entry(dir: &Path, catalog_dir: &Path) -> Result<Entry, ExportError> {
         tied,
         letters,
         wasm_variant: None,
+        readout: None,
         files,
         shape: Shape {
             layers: config.layers,
@@ -134,7 +139,11 @@ fn pathdiff(p: &Path, base: &Path) -> String {
 }
 
 /// Every `models/<id>/` with a `model.onnx`, sorted by id.
-pub fn build(models_dir: &Path, catalog_path: &Path) -> Result<Catalog, ExportError> {
+pub fn build(
+    models_dir: &Path,
+    catalog_path: &Path,
+    decisions_dir: &Path,
+) -> Result<Catalog, ExportError> {
     let catalog_dir = catalog_path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -157,7 +166,84 @@ pub fn build(models_dir: &Path, catalog_path: &Path) -> Result<Catalog, ExportEr
         .collect::<Result<Vec<_>, _>>()?;
     let mut cat = Catalog { version: 1, models };
     cat.link_wasm_variants();
+    link_readout_defaults(&mut cat, &measured_defaults(decisions_dir));
     Ok(cat)
+}
+
+/// The best measured readout per model id, from
+/// `<dir>/*-decisions-<id>.json` (written by `bench/decisions.sh`; the
+/// newest file per model wins, by its date-prefixed name). A file that does
+/// not parse is skipped with a warning: it measured nothing usable.
+fn measured_defaults(dir: &Path) -> BTreeMap<String, ReadoutChoice> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p| {
+        p.file_name().is_some_and(|n| {
+            n.to_string_lossy().contains("-decisions-") && n.to_string_lossy().ends_with(".json")
+        })
+    });
+    files.sort();
+    let mut out = BTreeMap::new();
+    for p in files {
+        let parsed = std::fs::read_to_string(&p)
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|v| {
+                let model = v.get("model")?.as_str()?.to_string();
+                let mut best = v.get("best")?.clone();
+                // A letters row carries no cloze score.
+                if best
+                    .get("cloze_score")
+                    .is_some_and(serde_json::Value::is_null)
+                {
+                    best["cloze_score"] = "sum".into();
+                }
+                let pick = |k: &str| best.get(k).cloned().unwrap_or_default();
+                let d = serde_json::json!({
+                    "mode": pick("mode"),
+                    "cloze_score": pick("cloze_score"),
+                    "calibration": pick("calibration"),
+                    "prompt": pick("prompt"),
+                });
+                Some((model, serde_json::from_value::<ReadoutChoice>(d).ok()?))
+            });
+        match parsed {
+            Some((model, d)) => {
+                out.insert(model, d);
+            }
+            None => eprintln!(
+                "readout catalog: {}: no usable best readout; skipped",
+                p.display()
+            ),
+        }
+    }
+    out
+}
+
+/// Stock graphs take the best readout measured on a graph of the same base
+/// model (its own id first); trimmed and pruned graphs serve letters only.
+fn link_readout_defaults(cat: &mut Catalog, measured: &BTreeMap<String, ReadoutChoice>) {
+    let bases: BTreeMap<String, String> = cat
+        .models
+        .iter()
+        .map(|m| (m.id.clone(), m.base.clone()))
+        .collect();
+    for m in &mut cat.models {
+        if m.trimmed || m.pruned {
+            continue;
+        }
+        let has_chat = m.file("chat_template").is_some() || m.file("tokenizer_config").is_some();
+        let found = measured.get(&m.id).or_else(|| {
+            measured
+                .iter()
+                .find(|(id, _)| bases.get(*id) == Some(&m.base))
+                .map(|(_, d)| d)
+        });
+        m.readout = found
+            .copied()
+            .filter(|d| d.prompt != PromptStyle::Chat || has_chat);
+    }
 }
 
 /// Finds `id` in `catalog_path` and checks every file's size and sha256;

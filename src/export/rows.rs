@@ -53,11 +53,11 @@ fn table(m: &OnnxModel, name: &str) -> Result<(Vec<u8>, i32, Vec<i64>), ExportEr
     Ok((m.tensor_bytes(t)?, t.data_type.unwrap_or(0), t.dims.clone()))
 }
 
+/// Rows of the head, each `hidden` floats, and the head's bias at those rows.
+pub type RowsAndBias = (Vec<Vec<f32>>, Option<Vec<f32>>);
+
 /// Row `r` of the head as `hidden` floats, and its bias.
-pub fn head_rows(
-    m: &OnnxModel,
-    rows: &[usize],
-) -> Result<(Vec<Vec<f32>>, Option<Vec<f32>>), ExportError> {
+pub fn head_rows(m: &OnnxModel, rows: &[usize]) -> Result<RowsAndBias, ExportError> {
     let head = find_head(m)?;
     let h = head.hidden;
     let mut out = Vec::with_capacity(rows.len());

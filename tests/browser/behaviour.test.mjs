@@ -95,6 +95,10 @@ test("bad input gives an Error naming the field and limit, and the next call suc
   const missing = join(OUT, "missing-tokenizer");
   mkdirSync(missing, { recursive: true });
   for (const f of ["model.onnx", "model.onnx.data", "config.json"]) cpSync(join(ROOT, `models/${TINY}`, f), join(missing, f));
+  // No chat template (neither chat_template.jinja nor tokenizer_config.json).
+  const plain = join(OUT, "no-template");
+  mkdirSync(plain, { recursive: true });
+  for (const f of ["model.onnx", "model.onnx.data", "config.json", "tokenizer.json"]) cpSync(join(ROOT, `models/${TINY}`, f), join(plain, f));
 
   const r = await inPage(async ({ Engine }, { ORT_BASE, tiny }) => {
     const out = {};
@@ -130,6 +134,24 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     await attempt("duplicate_criteria", () => s.scoreAll([good, good])); await afterEach();
     await attempt("load_options_string", () => Engine.load(`/models/${tiny}/`, "wasm"));
     await attempt("too_long", () => e.prefill({ evidence: "word ".repeat(1100) })); await afterEach();
+    await attempt("mode", () => s.score(good, { mode: "clozee" })); await afterEach();
+    await attempt("option_typo", () => s.score(good, { mdoe: "cloze" })); await afterEach();
+    await attempt("cloze_65", () => s.score({ id: "c", question: "q?", options: opt(65) }, { mode: "cloze" })); await afterEach();
+    await attempt("prompt", () => e.prefill({ evidence: "x" }, { prompt: "chatty" })); await afterEach();
+    // 64 options is cloze's limit, not an error.
+    out.cloze_64 = (await s.score({ id: "c", question: "q?", options: opt(64) }, { mode: "cloze" })).probs.length;
+    const t = await load(`/models/${tiny}-trimmed/`);
+    const ts = await t.prefill({ evidence: "The lamp in the hall is red." });
+    await attempt("cloze_trimmed", () => ts.score(good, { mode: "cloze" }));
+    out.trimmed_letters = (await ts.score(good)).probs.length;
+    await ts.dispose();
+    await t.dispose();
+    const n = await load("/target/browser/no-template/");
+    await attempt("no_template", () => n.prefill({ evidence: "x" }, { prompt: "chat" }));
+    const ns = await n.prefill({ evidence: "The lamp in the hall is red." });
+    out.no_template_cloze = (await ns.score(good, { mode: "cloze" })).readout.mode;
+    await ns.dispose();
+    await n.dispose();
     // Calls at once are queued: the same answers as one after another.
     const together = await Promise.all([s.score(good), e.prefill({ evidence: "Another state." }), s.score(good, { debias: "cyclic" }), s.score(good)]);
     out.queued = [together[0].probs[0].p === together[3].probs[0].p, typeof together[1].tokens, together[2].order_unstable !== undefined];
@@ -157,13 +179,19 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     duplicate_ids: /option id "x" appears more than once/,
     empty_question: /question is empty/,
     not_a_criterion: /criterion: .*missing field `question`/,
-    debias: /debias: "sometimes" is not "none" or "cyclic"/,
+    debias: /debias: "sometimes" is not one of "none", "cyclic"/,
     options_string: /options: must be an object .* not a string/,
     unknown_field: /criterion: unknown field "answr"; did you mean "answer"\?/,
     empty_evidence: /evidence is empty/,
     duplicate_criteria: /criterion id "ok" appears more than once/,
     load_options_string: /options: must be an object .* not a string/,
     too_long: /evidence: \d+ tokens exceed the model's context of 1024 positions/,
+    mode: /mode: "clozee" is not one of "letters", "cloze"/,
+    option_typo: /options: unknown field "mdoe"; did you mean "mode"\?/,
+    cloze_65: /options has 65 entries; at most 64 are allowed in cloze mode/,
+    prompt: /prompt: "chatty" is not one of "plain", "chat"/,
+    cloze_trimmed: /mode cloze reads a log-probability at every option token's row, and model .* is a trimmed graph/,
+    no_template: /prompt "chat": model .* has no chat template/,
     disposed_state: /no such state/,
     disposed_twice: /no such state/,
     disposed_engine: /engine: disposed/,
@@ -172,7 +200,10 @@ test("bad input gives an Error naming the field and limit, and the next call suc
   // A bad option is the caller's input, not a failed load-time proof.
   assert.doesNotMatch(r.debias, /load-time proof/);
   assert.deepEqual(r.queued, [true, "number", true]);
-  assert.equal(r.checks.length, 12);
+  assert.equal(r.checks.length, 16);
+  assert.equal(r.cloze_64, 64);
+  assert.equal(r.trimmed_letters, 2);
+  assert.equal(r.no_template_cloze, "cloze");
   assert.ok(r.checks.every((a) => a === r.checks[0]));
   assert.equal(r.live, 0);
 });

@@ -56,6 +56,16 @@ test("the benchmark page's JSON at tiny size", { timeout: 900_000 }, async () =>
   assert.equal(r.allowed_mass.width, VOCAB);
   assert.ok(r.allowed_mass.abs_diff_allowed_mass < 1e-9 && r.allowed_mass.abs_diff_log_sum_exp < 1e-6);
   assert.ok(r.allowed_mass.javascript_over_engine > 0);
+  // Readout modes on the example state, in the same run: letters, cloze, and
+  // calibrated cloze and letters cold then cached.
+  assert.deepEqual(r.modes.rows.map((m) => m.what), [
+    "letters", "cloze · sum", "cloze · sum · content-free (cold)", "cloze · sum · content-free (cached)",
+    "letters · content-free (cold)", "letters · content-free (cached)",
+  ]);
+  assert.equal(r.modes.criteria, 5);
+  for (const m of r.modes.rows) assert.ok(m.ms_per_criterion > 0 && m.over_letters > 0, m.what);
+  assert.equal(r.modes.rows[0].over_letters, 1);
+  console.log(`# readout modes: ${r.modes.rows.map((m) => `${m.what} ${m.ms_per_criterion.toFixed(1)} ms`).join(", ")}`);
   console.log(`# bench page at tiny size: pruned vs stock ${byWhat["pruned vs stock"].per_length.map((x) => x.toFixed(2)).join("/")}×, ` +
     `stock vs transformers.js ${byWhat["stock vs transformers.js"].per_length.map((x) => x.toFixed(2)).join("/")}×, allowedMass JS/engine ${r.allowed_mass.javascript_over_engine.toFixed(2)}×`);
 });

@@ -14,20 +14,20 @@ before(async () => {
 after(() => ctx?.close());
 
 /** Loads `source` on `backend` in a fresh page, scores `states`, returns decisions and info. */
-async function scoreStates(source, backend, states, extra = {}) {
+async function scoreStates(source, backend, states, extra = {}, call = {}) {
   const log = [];
   const page = await harness(ctx, log);
   try {
     return await page.evaluate(
-      async ({ source, backend, states, ORT_BASE, extra }) => {
+      async ({ source, backend, states, ORT_BASE, extra, call }) => {
         const { Engine } = window.readout;
         const t0 = performance.now();
         const engine = await Engine.load(source, { backend, ortBase: ORT_BASE, ...extra });
         const loadMs = performance.now() - t0;
         const decisions = [];
         for (const s of states) {
-          const state = await engine.prefill(s);
-          for (const d of await state.scoreAll(s.criteria)) decisions.push([`${s.id}/${d.id}`, d]);
+          const state = await engine.prefill(s, call.prefill);
+          for (const d of await state.scoreAll(s.criteria, call.score)) decisions.push([`${s.id}/${d.id}`, d]);
           await state.dispose();
         }
         const info = engine.info();
@@ -35,7 +35,7 @@ async function scoreStates(source, backend, states, extra = {}) {
         await engine.dispose();
         return { decisions, info, live, loadMs, scoreMs: performance.now() - t0 - loadMs };
       },
-      { source, backend, states, ORT_BASE, extra },
+      { source, backend, states, ORT_BASE, extra, call },
     );
   } catch (e) {
     throw new Error(`${e.message}\n${log.slice(-20).join("\n")}`);
@@ -98,5 +98,32 @@ test("WebGPU: bytes read back per criterion, counted in the runtime, for stock, 
     for (const v of ["-trimmed", "-trimmed-pruned"]) r[v].p.forEach((p, i) => assert.ok(Math.abs(p - r.stock.p[i]) < 1e-5, `${v}: ${p} vs ${r.stock.p[i]}`));
   } finally {
     await page.close();
+  }
+});
+
+test("cloze with content-free calibration: WASM and WebGPU give the native engine's decisions, plain and chat prompts", async () => {
+  // SwiftShader runs WebGPU on the CPU and compiles kernels for every new
+  // run length (each option is one): one two-option criterion there.
+  const all = fixture();
+  const first = all.find((s) => s.criteria.some((c) => c.options.length === 2));
+  const one = [{ ...first, criteria: [first.criteria.find((c) => c.options.length === 2)] }];
+  const runs = [["plain", "wasm", all], ["plain", "webgpu", one], ["chat", "wasm", all.slice(0, 3)]];
+  const natives = {};
+  for (const [prompt, backend, states] of runs) {
+    natives[prompt] ??= nativeDecisions(TINY, ["--mode", "cloze", "--calibration", "content-free", "--prompt", prompt]);
+    const r = await scoreStates(`/models/${TINY}/`, backend, states, {}, {
+      prefill: { prompt },
+      score: { mode: "cloze", calibration: "content-free" },
+    });
+    assert.equal(r.info.backend, backend);
+    assert.equal(r.decisions.length, states.reduce((n, s) => n + s.criteria.length, 0));
+    for (const [, d] of r.decisions) {
+      assert.deepEqual(d.readout, { mode: "cloze", cloze_score: "sum", calibration: "content-free", prompt });
+    }
+    const { worst, changed } = compare(new Map(r.decisions), natives[prompt]);
+    console.log(`# cloze ${prompt} ${backend}: ${r.decisions.length} criteria, max |Δp| vs native ${worst.toExponential(2)}, scoring ${r.scoreMs.toFixed(0)} ms`);
+    assert.deepEqual(changed, []);
+    assert.ok(worst <= 1e-3, `max |Δp| ${worst}`);
+    assert.equal(r.live, 0);
   }
 });

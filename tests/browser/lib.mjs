@@ -39,10 +39,10 @@ function readoutBin() {
 }
 
 /** The native engine's decisions on the fixture (readout evaluate). */
-export function nativeDecisions(model) {
+export function nativeDecisions(model, args = []) {
   mkdirSync(OUT, { recursive: true });
-  const out = join(OUT, `native-${model}.json`);
-  execFileSync(readoutBin(), ["evaluate", "tests/fixtures/authored.jsonl", "--model", `models/${model}`, "--threads", "2", "--out", out], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+  const out = join(OUT, `native-${model}${args.map((a) => a.replace(/^--/, "-")).join("")}.json`);
+  execFileSync(readoutBin(), ["evaluate", "tests/fixtures/authored.jsonl", "--model", `models/${model}`, "--threads", "2", "--out", out, ...args], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
   const rep = JSON.parse(readFileSync(out, "utf8"));
   return new Map(rep.rows.map((r) => [`${r.state}/${r.decision.id}`, r.decision]));
 }

@@ -1,0 +1,365 @@
+//! Cloze scoring, the content-free baseline both modes can divide out, and
+//! the prompt style a state was prefilled in (plain text or the model's chat
+//! template).
+
+use super::{chunk, Engine, EngineError, StateId};
+use crate::core::chat::ChatTemplate;
+use crate::core::cloze::Baseline;
+use crate::core::fixture::Criterion;
+use crate::core::mode::{Calibration, Mode, PromptStyle};
+use crate::core::prompt::{
+    render_head, render_option, render_question, render_suffix, CONTENT_FREE_EVIDENCE,
+};
+use crate::core::CoreError;
+use crate::runtime::{ReadSpec, Runtime};
+
+use super::convention::Convention;
+
+/// What a state's head was rendered from, so its suffixes (and its
+/// content-free twin) are rendered the same way.
+#[derive(Debug, Clone)]
+pub(super) struct HeadText {
+    pub instruction: Option<String>,
+    /// The plain contract's head text (`render_head`).
+    pub body: String,
+    pub prompt: PromptStyle,
+}
+
+/// A baseline's cache key: everything it depends on, nothing of the evidence.
+fn baseline_key(head: &HeadText, mode: Mode, c: &Criterion, order: Option<&[usize]>) -> String {
+    let mut k = format!(
+        "{}\u{0}{}\u{0}{}\u{0}{}",
+        head.prompt.name(),
+        head.instruction.as_deref().unwrap_or("\u{1}default"),
+        mode.name(),
+        c.question
+    );
+    for o in &c.options {
+        k.push('\u{0}');
+        k.push_str(&o.description);
+    }
+    if let Some(order) = order {
+        k.push_str(&format!("\u{0}{order:?}"));
+    }
+    k
+}
+
+/// Per option, log p of each of its tokens after `past` + `question`. With
+/// `head_ids` (uncached) every run starts from an empty past instead:
+/// head + question + option in one forward.
+#[allow(clippy::too_many_arguments)]
+async fn option_log_probs<R: Runtime>(
+    rt: &mut R,
+    conv: Convention,
+    limit: usize,
+    past: &R::Kv,
+    uncached_head: Option<&[u32]>,
+    question: &[u32],
+    options: &[Vec<u32>],
+) -> Result<Vec<Vec<f64>>, EngineError> {
+    let Some((&q_last, q_lead)) = question.split_last() else {
+        return Err(EngineError::Proof(
+            "the question part tokenised to nothing".into(),
+        ));
+    };
+    let mut out = Vec::with_capacity(options.len());
+    if let Some(head) = uncached_head {
+        for o in options {
+            let mut ids = head.to_vec();
+            ids.extend_from_slice(question);
+            ids.extend_from_slice(&o[..o.len() - 1]);
+            out.push(chunk::token_log_probs(rt, conv, limit, None, &ids, o).await?);
+        }
+        return Ok(out);
+    }
+    // The question runs once as a child past; each option then feeds the
+    // question's last token (whose row predicts the option's first) and all
+    // but its own last token.
+    let child = if q_lead.is_empty() {
+        None
+    } else {
+        Some(chunk::extend(rt, conv, limit, Some(past), q_lead).await?)
+    };
+    let base = child.as_ref().unwrap_or(past);
+    let mut result = Ok(());
+    for o in options {
+        let mut ids = vec![q_last];
+        ids.extend_from_slice(&o[..o.len() - 1]);
+        match chunk::token_log_probs(rt, conv, limit, Some(base), &ids, o).await {
+            Ok(lp) => out.push(lp),
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        }
+    }
+    if let Some(kv) = child {
+        rt.release(kv);
+    }
+    result.map(|()| out)
+}
+
+impl<R: Runtime> Engine<R> {
+    pub(super) fn chat(&self) -> Result<&ChatTemplate, EngineError> {
+        self.chat.as_ref().map_err(|e| EngineError::Core(e.clone()))
+    }
+
+    /// The text a head of `body` is prefilled as, in `prompt`.
+    pub(super) fn head_text(&self, body: &str, prompt: PromptStyle) -> Result<String, EngineError> {
+        match prompt {
+            PromptStyle::Plain => Ok(body.to_string()),
+            PromptStyle::Chat => Ok(self.chat()?.head_text(body)?),
+        }
+    }
+
+    /// The ids that follow `head_ids` for a suffix of `text`. Plain: the
+    /// suffix tokenised alone (the contract concatenates ids). Chat: the
+    /// whole prompt rendered and tokenised, and the head's ids must be its
+    /// prefix, or the split is refused naming the template.
+    pub(super) fn suffix_ids(
+        &self,
+        head_ids: &[u32],
+        head: &HeadText,
+        text: &str,
+    ) -> Result<Vec<u32>, EngineError> {
+        match head.prompt {
+            PromptStyle::Plain => Ok(self.tokenizer.encode(text)?),
+            PromptStyle::Chat => {
+                let chat = self.chat()?;
+                // "\n\n" would be one token across the cut: the suffix's own
+                // leading newline is dropped inside the user message.
+                let full =
+                    chat.render_user(&format!("{}{}", head.body, text.trim_start_matches('\n')))?;
+                let ids = self.tokenizer.encode(&full)?;
+                if !ids.starts_with(head_ids) {
+                    let at = ids
+                        .iter()
+                        .zip(head_ids)
+                        .position(|(a, b)| a != b)
+                        .unwrap_or(ids.len().min(head_ids.len()));
+                    return Err(CoreError::TemplateSplit {
+                        template: chat.name().to_string(),
+                        reason: format!(
+                            "the head's {} tokens are not a prefix of the full prompt's {} tokens (they differ at token {at})",
+                            head_ids.len(),
+                            ids.len()
+                        ),
+                    }
+                    .into());
+                }
+                Ok(ids[head_ids.len()..].to_vec())
+            }
+        }
+    }
+
+    /// Cloze reads a row per option token: only a stock graph returns them.
+    pub(super) fn check_cloze_graph(&self) -> Result<(), EngineError> {
+        let graph = if self.is_pruned() {
+            "pruned"
+        } else if !self.proof.all_positions {
+            "trimmed"
+        } else {
+            return Ok(());
+        };
+        Err(EngineError::ModeNeedsStockGraph {
+            mode: Mode::Cloze.name(),
+            model: self.model_id.clone(),
+            graph,
+        })
+    }
+
+    /// The question part's ids and each option's ids after a head.
+    fn cloze_ids(
+        &self,
+        head_ids: &[u32],
+        head: &HeadText,
+        c: &Criterion,
+    ) -> Result<(Vec<u32>, Vec<Vec<u32>>), EngineError> {
+        let question = self.suffix_ids(head_ids, head, &render_question(c))?;
+        let mut options = Vec::with_capacity(c.options.len());
+        for o in &c.options {
+            let text = match head.prompt {
+                PromptStyle::Plain => render_option(&o.description),
+                // After the assistant's turn opens on a new line, no leading space.
+                PromptStyle::Chat => o.description.trim().to_string(),
+            };
+            let ids = self.tokenizer.encode(&text)?;
+            if ids.is_empty() {
+                return Err(CoreError::EmptyField {
+                    criterion: c.id.clone(),
+                    field: "options[].description",
+                }
+                .into());
+            }
+            options.push(ids);
+        }
+        let longest = options.iter().map(Vec::len).max().unwrap_or(0);
+        self.check_context(
+            "evidence + question + option",
+            head_ids.len() + question.len() + longest,
+        )?;
+        Ok((question, options))
+    }
+
+    /// Per option of `criterion`, the log-probability of each of its tokens
+    /// as the continuation of the state's question part; `uncached` runs
+    /// head + question + option as one forward from an empty past (the
+    /// reference the cached child past is proven against).
+    pub async fn cloze_log_probs(
+        &mut self,
+        id: StateId,
+        criterion: &Criterion,
+        uncached: bool,
+    ) -> Result<Vec<Vec<f64>>, EngineError> {
+        criterion.validate_for(Mode::Cloze)?;
+        self.check_cloze_graph()?;
+        let state = self
+            .states
+            .get(&id)
+            .ok_or(EngineError::UnknownState(id.0))?;
+        let (question, options) = self.cloze_ids(&state.head_ids, &state.head, criterion)?;
+        let (conv, limit) = (self.proof.convention, self.proof.run_limit);
+        let state = self
+            .states
+            .get(&id)
+            .ok_or(EngineError::UnknownState(id.0))?;
+        let head = uncached.then_some(state.head_ids.as_slice());
+        option_log_probs(
+            &mut self.runtime,
+            conv,
+            limit,
+            &state.kv,
+            head,
+            &question,
+            &options,
+        )
+        .await
+    }
+
+    /// Content-free baselines computed since load (one per criterion for
+    /// cloze, one per criterion and display order for letters).
+    pub fn baselines_computed(&self) -> u64 {
+        self.baselines_computed
+    }
+
+    /// The cached baseline of `criterion` (and `order`, letters) for `id`'s head.
+    pub(super) fn baseline(
+        &self,
+        id: StateId,
+        mode: Mode,
+        c: &Criterion,
+        order: Option<&[usize]>,
+    ) -> Result<Option<&Baseline>, EngineError> {
+        let state = self
+            .states
+            .get(&id)
+            .ok_or(EngineError::UnknownState(id.0))?;
+        Ok(self
+            .baselines
+            .get(&baseline_key(&state.head, mode, c, order)))
+    }
+
+    /// Computes the baselines `criteria` lack under `mode` (and `orders`, for
+    /// letters) for `id`'s instruction and prompt: one content-free prefill,
+    /// then the same suffix runs a score makes, released before returning.
+    pub(super) async fn ensure_baselines(
+        &mut self,
+        id: StateId,
+        criteria: &[Criterion],
+        mode: Mode,
+        calibration: Calibration,
+        orders: &dyn Fn(usize) -> Vec<Vec<usize>>,
+    ) -> Result<(), EngineError> {
+        if calibration == Calibration::None {
+            return Ok(());
+        }
+        let head = self
+            .states
+            .get(&id)
+            .ok_or(EngineError::UnknownState(id.0))?
+            .head
+            .clone();
+        let mut missing = Vec::new();
+        for (i, c) in criteria.iter().enumerate() {
+            match mode {
+                Mode::Cloze => {
+                    let key = baseline_key(&head, mode, c, None);
+                    if self.baselines.get(&key).is_none() {
+                        missing.push((key, i, None));
+                    }
+                }
+                Mode::Letters => {
+                    for order in orders(c.options.len()) {
+                        let key = baseline_key(&head, mode, c, Some(&order));
+                        if self.baselines.get(&key).is_none() {
+                            missing.push((key, i, Some(order)));
+                        }
+                    }
+                }
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let cf = HeadText {
+            instruction: head.instruction.clone(),
+            body: render_head(head.instruction.as_deref(), CONTENT_FREE_EVIDENCE),
+            prompt: head.prompt,
+        };
+        let cf_ids = self
+            .tokenizer
+            .encode(&self.head_text(&cf.body, cf.prompt)?)?;
+        self.check_context("content-free evidence", cf_ids.len())?;
+        let (conv, limit) = (self.proof.convention, self.proof.run_limit);
+        let kv = chunk::extend(&mut self.runtime, conv, limit, None, &cf_ids).await?;
+        let mut result = Ok(());
+        for (key, i, order) in missing {
+            let c = &criteria[i];
+            let value = match &order {
+                None => match self.cloze_ids(&cf_ids, &cf, c) {
+                    Ok((q, o)) => {
+                        option_log_probs(&mut self.runtime, conv, limit, &kv, None, &q, &o)
+                            .await
+                            .map(Baseline::Cloze)
+                    }
+                    Err(e) => Err(e),
+                },
+                Some(order) => self.letters_baseline(&kv, &cf_ids, &cf, c, order).await,
+            };
+            match value {
+                Ok(v) => {
+                    self.baselines.insert(key, v);
+                    self.baselines_computed += 1;
+                }
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.runtime.release(kv);
+        result
+    }
+
+    async fn letters_baseline(
+        &mut self,
+        kv: &R::Kv,
+        cf_ids: &[u32],
+        cf: &HeadText,
+        c: &Criterion,
+        order: &[usize],
+    ) -> Result<Baseline, EngineError> {
+        let columns = self.plan.columns_for(&c.id, c.options.len())?;
+        let suffix = self.suffix_ids(cf_ids, cf, &render_suffix(c, order))?;
+        let head = self.plan.head.clone();
+        let spec = ReadSpec {
+            head: &head,
+            columns: &columns,
+            allowed_mass: false,
+        };
+        let (conv, limit) = (self.proof.convention, self.proof.run_limit);
+        let (read, _) =
+            chunk::read(&mut self.runtime, conv, limit, Some(kv), &suffix, &spec).await?;
+        Ok(Baseline::Letters(read.slots.probs))
+    }
+}
