@@ -1,4 +1,4 @@
-// The benchmark page (DESIGN §11): the logit_cost sweep in the browser, the
+// The benchmark page (spec §11): the logit_cost sweep in the browser, the
 // stock / trimmed / pruned+trimmed variants side by side, the same work done
 // the way a transformers.js front-end does it, and the allowedMass readout
 // against a JavaScript one, all measured in one run. The ids, medians and

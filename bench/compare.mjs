@@ -1,7 +1,7 @@
 // Comparisons the benchmark page and its runner both make (served to the
 // page as /bench/compare.mjs, imported by bench/run.mjs from disk).
 
-/** The REFERENCE's typical criterion: 45 suffix tokens. */
+/** The published logit_cost study's typical criterion: 45 suffix tokens. */
 export const TYPICAL = 45;
 
 export const maxAbsDiff = (a, b) => a.reduce((w, x, i) => Math.max(w, Math.abs(x - b[i])), 0);

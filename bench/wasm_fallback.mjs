@@ -1,7 +1,8 @@
-// The WASM fallback study (issue 4 §6): onnxruntime-web's WASM backend in
-// headless Chromium, cross-origin isolated, for each model given: a prefill
-// of 64 tokens, then suffix runs of 1, 8 and 32 tokens on that past
-// (logits fetched), warm-up then `rounds` timed runs each, medians. Every
+// The WASM fallback study (which weight format the WASM variant loads,
+// spec §5): onnxruntime-web's WASM backend in headless Chromium,
+// cross-origin isolated, for each model given: a prefill of 64 tokens, then
+// suffix runs of 1, 8 and 32 tokens on that past (logits fetched), warm-up
+// then `rounds` timed runs each, medians. Every
 // variant's last-row logits are compared with the first variant's on the
 // same ids. Writes bench/results/<date>-wasm-fallback-<name>.json.
 //   node bench/wasm_fallback.mjs <name> <model dir> [<model dir> ...] [--threads 2] [--rounds 5]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The committed benchmark results (DESIGN §11, issue 5): builds what they need
+# The committed benchmark results (spec §11): builds what they need
 # and runs the benchmark page through its runner (bench/run.mjs), each run
 # with its native counterpart, writing bench/results/<date>-<model>-<backend>.json.
 #   bash scripts/bench.sh [which ...]     which: smollm2-fp32-wasm smollm2-wasm
@@ -34,7 +34,7 @@ for w in "${which[@]}"; do
     # SwiftShader emulates the GPU on the CPU: functional, not a speed claim;
     # fewer lengths and runs so it finishes.
     webgpu-emulated) node bench/run.mjs --model smollm2-135m-instruct-q4 --backend webgpu --lengths 1,8,32 --runs 1 --warmup 0 --no-mass ;;
-    # Which dtype the Qwen3 shape's WASM variant loads (issue 4): fp32 against q4 and q4f16.
+    # Which dtype the Qwen3 shape's WASM variant loads: fp32 against q4 and q4f16.
     qwen3-wasm-fallback) node bench/wasm_fallback.mjs qwen3-0.6b-shape qwen3-0.6b-shape-fp32 qwen3-0.6b-shape-q4 qwen3-0.6b-shape-q4f16 ;;
     *) echo "bench.sh: unknown run $w" >&2; exit 2 ;;
   esac

@@ -9,7 +9,7 @@ differences.
 --nan-on WORD: every logit of a run becomes NaN when the run's input_ids
 contain WORD's first token (log(1 - seen) * 0), and is untouched otherwise,
 so the model passes its load-time proofs and a criterion mentioning WORD
-meets non-finite logits (DESIGN §12).
+meets non-finite logits (spec §12).
 
     .venv/bin/python scripts/broken_model.py models/qwen3-tiny-random-q4 target/browser/broken-kv
     .venv/bin/python scripts/broken_model.py --nan-on zebra models/qwen3-tiny-random-q4-trimmed target/browser/nan-on-zebra

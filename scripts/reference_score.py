@@ -2,7 +2,7 @@
 """An independent reference for the engine, in Python: Hugging Face
 `tokenizers` and the PyPI onnxruntime (a different release from the one the
 engine loads) score one state by one uncached forward per criterion, with the
-prompt contract of DESIGN §3 implemented here again from the spec.
+prompt contract of spec §3 implemented here again from the spec.
 
     .venv/bin/python scripts/reference_score.py MODEL_DIR STATE.json
 

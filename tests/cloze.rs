@@ -1,4 +1,4 @@
-//! Cloze readout and calibration on the tiny models (DESIGN §7): the cached
+//! Cloze readout and calibration on the tiny models (spec §7): the cached
 //! child past equals one uncached forward, baselines are cached per
 //! instruction and criterion, chat templates split on a token boundary, and
 //! every refusal names its cause and leaves the engine scoring.
@@ -275,8 +275,14 @@ fn refusals_are_named_and_the_engine_scores_after_each() {
         let before = e.score(id, &crits()[0], &opts).await.unwrap();
         let names: Vec<String> = (0..65).map(|i| format!("option {i}")).collect();
         let many: Vec<&str> = names.iter().map(String::as_str).collect();
+        let r = e.score(id, &criterion("many", "Q?", &many), &opts).await;
+        let info = r.as_ref().err().map(EngineError::info);
+        assert_eq!(
+            info.as_ref().map(|i| (i.code, i.field.as_deref(), i.limit)),
+            Some(("too_many_options", Some("options"), Some(64)))
+        );
         check(
-            e.score(id, &criterion("many", "Q?", &many), &opts).await,
+            r,
             "options has 65 entries; at most 64 are allowed in cloze mode",
         );
         check(

@@ -55,7 +55,7 @@ fn max_dp(a: &[f64], b: &[f64]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// DESIGN §6.2: the cached prefix must equal one uncached forward of the same ids.
+/// spec §6.2: the cached prefix must equal one uncached forward of the same ids.
 fn cached_equals_uncached(model: &str, tol: f64) {
     let mut e = engine(model);
     let mut worst: f64 = 0.0;

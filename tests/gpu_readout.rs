@@ -1,4 +1,4 @@
-//! The WGSL readout kernel (DESIGN §8) under wgpu natively (Vulkan on
+//! The WGSL readout kernel (spec §8) under wgpu natively (Vulkan on
 //! lavapipe here) against the CPU readSlots on the same logits.
 
 mod common;

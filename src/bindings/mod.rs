@@ -1,4 +1,4 @@
-//! The JS surface (DESIGN §2 `bindings`): converts between JS values and the
+//! The JS surface (spec §2 `bindings`): converts between JS values and the
 //! engine's types, and queues calls. It decides nothing: backend choice,
 //! proofs and readout live below it.
 //!
@@ -69,6 +69,15 @@ export interface ScoreOptions {
 }
 /** The prompt a state is prefilled in: "plain" text or the model's own chat template. */
 export interface PrefillOptions { prompt?: "plain" | "chat"; }
+/** Every refusal is an Error carrying these: branch on `code`, not on the message. */
+export interface ReadoutError extends Error {
+  /** A stable snake_case name, e.g. "too_many_options", "mode_needs_stock_graph", "unknown_field". */
+  code: string;
+  /** The input field concerned, e.g. "options", "evidence", "mode". */
+  field?: string;
+  /** The limit exceeded, e.g. 20 (letters) or 64 (cloze) options. */
+  limit?: number;
+}
 export interface OptionProb { id: string; letter: string; p: number; }
 export interface Decision {
   id: string; answer: string; letter: string; probs: OptionProb[]; margin: number;
@@ -85,6 +94,31 @@ export interface EngineInfo {
 
 fn js_err(msg: impl std::fmt::Display) -> JsValue {
     js_sys::Error::new(&msg.to_string()).into()
+}
+
+/// An `Error` whose message says it in words and whose `code`, `field` and
+/// `limit` properties say it to code that branches on them.
+fn coded_err(msg: impl std::fmt::Display, info: crate::core::ErrorInfo) -> JsValue {
+    use crate::runtime::web::ort::set;
+    let e = js_sys::Error::new(&msg.to_string());
+    set(&e, "code", &JsValue::from_str(info.code));
+    if let Some(f) = &info.field {
+        set(&e, "field", &JsValue::from_str(f));
+    }
+    if let Some(l) = info.limit {
+        set(&e, "limit", &JsValue::from_f64(l as f64));
+    }
+    e.into()
+}
+
+fn engine_err(e: crate::engine::EngineError) -> JsValue {
+    let info = e.info();
+    coded_err(e, info)
+}
+
+fn core_err(e: crate::core::CoreError) -> JsValue {
+    let info = e.info();
+    coded_err(e, info)
 }
 
 fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsValue> {
@@ -112,7 +146,7 @@ fn fixture_from_js<T: serde::de::DeserializeOwned>(v: JsValue, what: &str) -> Re
             .try_for_each(|(i, c)| check_criterion(c, &format!("criteria[{i}]"))),
         _ => check_criterion(&value, what),
     }
-    .map_err(js_err)?;
+    .map_err(core_err)?;
     serde_json::from_value(value).map_err(|e| js_err(format!("{what}: {e}")))
 }
 
@@ -151,7 +185,7 @@ impl Shared {
         let engine = guard
             .as_mut()
             .ok_or_else(|| js_err("engine: disposed (load a new one)"))?;
-        let r = f(engine).await.map_err(js_err);
+        let r = f(engine).await.map_err(engine_err);
         self.read_back.set(engine.bytes_read_back());
         r
     }
@@ -255,7 +289,12 @@ fn enum_field<T: serde::de::DeserializeOwned>(
     if x.is_undefined() || x.is_null() {
         return Ok(None);
     }
-    let refuse = |got: String| js_err(format!("{field}: {got} is not one of {allowed}"));
+    let refuse = |got: String| {
+        coded_err(
+            format!("{field}: {got} is not one of {allowed}"),
+            crate::core::ErrorInfo::new("invalid_option").field(field),
+        )
+    };
     let s = x.as_string().ok_or_else(|| {
         refuse(format!(
             "a {}",
@@ -271,7 +310,7 @@ fn enum_field<T: serde::de::DeserializeOwned>(
 /// run silently with the default), naming the nearest known one.
 fn known_keys(v: &JsValue, argument: &str, known: &'static [&'static str]) -> Result<(), JsValue> {
     let value: serde_json::Value = serde_wasm_bindgen::from_value(v.clone()).map_err(js_err)?;
-    crate::core::fixture::check_object(&value, argument, known).map_err(js_err)
+    crate::core::fixture::check_object(&value, argument, known).map_err(core_err)
 }
 
 /// An options argument must be a plain object (or absent): reading fields
@@ -286,9 +325,10 @@ fn options_object(v: &JsValue, argument: &str, example: &str) -> Result<(), JsVa
     } else {
         format!("a {}", v.js_typeof().as_string().unwrap_or_default())
     };
-    Err(js_err(format!(
-        "{argument}: must be an object such as {example} (or left out), not {got}"
-    )))
+    Err(coded_err(
+        format!("{argument}: must be an object such as {example} (or left out), not {got}"),
+        crate::core::ErrorInfo::new("invalid_option").field(argument),
+    ))
 }
 
 impl JsScoreOptions {
@@ -485,7 +525,7 @@ impl Engine {
     }
 
     /// Destroys the shared WebGPU device, as a driver reset would lose it: a
-    /// diagnostic for DESIGN §12 (every later run is refused, naming the loss).
+    /// diagnostic for spec §12 (every later run is refused, naming the loss).
     #[wasm_bindgen(js_name = loseGpuDevice, unchecked_return_type = "Promise<void>")]
     pub fn lose_gpu_device(&self) -> Promise {
         let shared = self.shared.clone();
@@ -512,7 +552,7 @@ impl Engine {
     }
 }
 
-/// The WGSL readout kernel (DESIGN §8) and the CPU readSlots on the same
+/// The WGSL readout kernel (spec §8) and the CPU readSlots on the same
 /// `[1, rows, width]` logits (float32, or float16 bits when `f16`), on a
 /// fresh WebGPU device: `{ gpu: {logits, logSumExp, bytesReadBack}, cpu: {logits, logSumExp} }`.
 #[wasm_bindgen(js_name = gpuReadoutSelfTest)]

@@ -148,7 +148,8 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// The logit_cost sweep on native ONNX Runtime: one fixed prefix, then suffixes of each length (DESIGN §11).
+    /// The logit_cost sweep on native ONNX Runtime: one fixed prefix, then suffixes of each
+    /// length (spec §11).
     Sweep {
         /// Model directories (or models.json#id), swept one after another.
         #[arg(long, required = true)]

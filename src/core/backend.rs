@@ -1,6 +1,7 @@
-//! Which backend a browser engine runs on, and why (issue 4 §7). A pure
-//! decision over what the page measured, so it is tested natively and the
-//! reason is always reported, never silent.
+//! Which backend a browser engine runs on, and why: WebGPU when it can run the
+//! entry, else the entry's WASM variant (spec §5, §12). A pure decision over
+//! what the page measured, so it is tested natively and the reason is always
+//! reported, never silent.
 
 use serde::Serialize;
 

@@ -1,4 +1,4 @@
-//! `models.json` (DESIGN §4) as data: parsed by the native loader and the
+//! `models.json` (spec §4) as data: parsed by the native loader and the
 //! browser loader alike; built by `readout catalog` (src/export/catalog.rs).
 
 use serde::{Deserialize, Serialize};

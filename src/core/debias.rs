@@ -1,4 +1,4 @@
-//! Cyclic debiasing (DESIGN §7.4): score every rotation of the options,
+//! Cyclic debiasing (spec §7.4): score every rotation of the options,
 //! average per option, and flag criteria whose answer moves with the order.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! What `score` returns per criterion (DESIGN §4).
+//! What `score` returns per criterion (spec §4).
 
 use serde::{Deserialize, Serialize};
 

@@ -80,3 +80,74 @@ pub enum CoreError {
     #[error("metrics: {0}")]
     Metrics(String),
 }
+
+/// What a caller (or JS) can branch on without parsing the message.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ErrorInfo {
+    /// A stable snake_case name of the refusal.
+    pub code: &'static str,
+    /// The input field concerned, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// The limit that was exceeded, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+}
+
+impl ErrorInfo {
+    pub fn new(code: &'static str) -> Self {
+        Self {
+            code,
+            field: None,
+            limit: None,
+        }
+    }
+
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = Some(field.into());
+        self
+    }
+
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+}
+
+impl CoreError {
+    pub fn info(&self) -> ErrorInfo {
+        use CoreError::*;
+        let i = ErrorInfo::new;
+        match self {
+            TooFewOptions { .. } => i("too_few_options")
+                .field("options")
+                .limit(super::prompt::MIN_OPTIONS),
+            TooManyOptions { limit, .. } => i("too_many_options").field("options").limit(*limit),
+            DuplicateOptionId { .. } => i("duplicate_option_id").field("options[].id"),
+            EmptyField { field, .. } => i("empty_field").field(*field),
+            UnknownAnswer { .. } => i("unknown_answer").field("answer"),
+            ContextOverflow { field, limit, .. } => {
+                i("context_overflow").field(*field).limit(*limit)
+            }
+            Tokenizer(_) => i("tokenizer"),
+            LetterNotOneToken { .. } => i("letter_not_one_token"),
+            LettersCollide { .. } => i("letters_collide"),
+            SlotMap(_) => i("slot_map").field("slot_map.json"),
+            Config(_) => i("config").field("config.json"),
+            EmptyEvidence { .. } => i("empty_evidence").field("evidence"),
+            EmptyCriterionId { index, .. } => {
+                i("empty_field").field(format!("criteria[{index}].id"))
+            }
+            DuplicateCriterionId { .. } => i("duplicate_criterion_id").field("criteria[].id"),
+            UnknownField { path, field, .. } => i("unknown_field").field(format!("{path}.{field}")),
+            Json { .. } => i("json"),
+            Fixture { .. } => i("fixture"),
+            LogitsLayout { .. } => i("logits_layout"),
+            NonFiniteLogit { .. } => i("non_finite_logit"),
+            ChatTemplate { .. } => i("chat_template").field("prompt"),
+            TemplateSplit { .. } => i("template_split").field("prompt"),
+            NoChatTemplate { .. } => i("no_chat_template").field("prompt"),
+            Metrics(_) => i("metrics"),
+        }
+    }
+}

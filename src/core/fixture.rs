@@ -1,4 +1,4 @@
-//! The fixture format (DESIGN §4): one state per JSONL line.
+//! The fixture format (spec §4): one state per JSONL line.
 
 use std::collections::HashSet;
 

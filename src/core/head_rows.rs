@@ -1,5 +1,5 @@
 //! `head_rows.json`: the letter rows of a head as float32, written beside a
-//! graph that exposes its hidden state, so the engine can prove (DESIGN §6.4)
+//! graph that exposes its hidden state, so the engine can prove (spec §6.4)
 //! that `hidden · row + bias` reproduces the logits it was handed.
 
 use serde::{Deserialize, Serialize};

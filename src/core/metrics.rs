@@ -1,4 +1,4 @@
-//! Evaluation metrics (DESIGN §10): balanced accuracy per family, ECE, Brier,
+//! Evaluation metrics (spec §10): balanced accuracy per family, ECE, Brier,
 //! NLL, order-unstable count, and a temperature fitted on one half.
 
 use std::collections::BTreeMap;

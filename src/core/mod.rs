@@ -21,4 +21,4 @@ pub mod slot_map;
 pub mod sweep;
 pub mod tokenizer;
 
-pub use error::CoreError;
+pub use error::{CoreError, ErrorInfo};

@@ -1,4 +1,4 @@
-//! The prompt contract (DESIGN §3). Head and suffix are rendered and tokenised
+//! The prompt contract (spec §3). Head and suffix are rendered and tokenised
 //! separately; any full-prompt reference concatenates the two id lists.
 
 use super::fixture::Criterion;

@@ -1,4 +1,4 @@
-//! readSlots (DESIGN §7.3): gather the option letters' logits at the last
+//! readSlots (spec §7.3): gather the option letters' logits at the last
 //! position of the tensor actually returned and softmax over them.
 
 use super::logits::Logits;

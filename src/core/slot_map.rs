@@ -1,4 +1,4 @@
-//! `slot_map.json` v1 (DESIGN §4): which vocabulary ids a pruned head keeps.
+//! `slot_map.json` v1 (spec §4): which vocabulary ids a pruned head keeps.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -133,7 +133,7 @@ impl SlotMap {
         self.letters.chars().position(|l| l == letter)
     }
 
-    /// DESIGN §6.3: each kept id must be what the tokenizer makes of its letter.
+    /// spec §6.3: each kept id must be what the tokenizer makes of its letter.
     pub fn check_against(&self, tok: &TextTokenizer) -> Result<(), CoreError> {
         let Some(sep) = &self.separator else {
             return Err(bad("separator is null: the kept ids were never reproduced by the tokenizer, so the readout cannot trust them".into()));

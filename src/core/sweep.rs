@@ -1,4 +1,4 @@
-//! The `logit_cost` sweep (DESIGN §11, REFERENCE "The logit_cost study"):
+//! The `logit_cost` sweep (spec §11; the published logit_cost study):
 //! the token ids every runner feeds, and the statistics every runner reports.
 //! Native and browser take both from here, so their numbers are computed on
 //! identical ids by identical arithmetic.
@@ -103,7 +103,7 @@ mod tests {
 
     #[test]
     fn fit_recovers_the_published_line() {
-        // REFERENCE: 1 → 32.1 … 96 → 339.6 ms; its fit is 28.4 + 3.23 × n.
+        // The published logit_cost study: 1 → 32.1 … 96 → 339.6 ms; its fit is 28.4 + 3.23 × n.
         let xs = [1.0, 8.0, 16.0, 32.0, 64.0, 96.0];
         let ys = [32.1, 54.0, 80.0, 132.4, 233.6, 339.6];
         let f = fit(&xs, &ys).unwrap();

@@ -1,4 +1,4 @@
-//! Runs no longer than the device's proven run length (DESIGN §6, issue 4):
+//! Runs no longer than the device's proven run length (spec §6.2):
 //! a long step becomes batch-1 chunks on a growing past, and every
 //! intermediate past is released as soon as the next one exists.
 

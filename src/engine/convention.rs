@@ -1,4 +1,4 @@
-//! Position conventions (DESIGN §6.2). Two are plausible for every graph; the
+//! Position conventions (spec §6.2). Two are plausible for every graph; the
 //! engine proves which one holds at load. `derive` is the only producer of
 //! `attention_mask` and `position_ids` anywhere in the engine.
 

@@ -34,3 +34,20 @@ pub enum EngineError {
         kept: String,
     },
 }
+
+impl EngineError {
+    /// The refusal's code, field and limit (the message says the same in words).
+    pub fn info(&self) -> crate::core::ErrorInfo {
+        use crate::core::ErrorInfo as I;
+        match self {
+            Self::Core(e) => e.info(),
+            Self::Runtime(e) => e.info(),
+            Self::ModelFile { .. } => I::new("model_file"),
+            Self::Proof(_) => I::new("proof"),
+            Self::UnknownState(_) => I::new("unknown_state").field("state"),
+            Self::ModeNeedsStockGraph { .. } => I::new("mode_needs_stock_graph").field("mode"),
+            Self::InvalidOption { field, .. } => I::new("invalid_option").field(*field),
+            Self::LetterNotKept { .. } => I::new("letter_not_kept").field("options"),
+        }
+    }
+}

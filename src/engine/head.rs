@@ -1,6 +1,6 @@
 //! Where each answer letter is read from: a vocabulary id of a full head, or a
 //! row of a pruned head (through the slot map). Proven against the tokenizer
-//! at load (DESIGN §6.3).
+//! at load (spec §6.3).
 
 use serde::Serialize;
 

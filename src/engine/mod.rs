@@ -1,5 +1,5 @@
 //! The engine: model facts, proven conventions, live states and scoring
-//! (DESIGN §6, §7). It knows nothing of JS or of files.
+//! (spec §6, §7). It knows nothing of JS or of files.
 
 mod chunk;
 mod cloze;
@@ -113,7 +113,7 @@ pub struct Engine<R: Runtime> {
 }
 
 impl<R: Runtime> Engine<R> {
-    /// Parses the assets, proves the conventions (DESIGN §6) and freezes them.
+    /// Parses the assets, proves the conventions (spec §6) and freezes them.
     pub async fn new(mut runtime: R, assets: ModelAssets) -> Result<Self, EngineError> {
         let config = ModelConfig::parse(&assets.config_json)?;
         let tokenizer = TextTokenizer::from_json(&assets.tokenizer_json)?;
@@ -477,7 +477,7 @@ impl<R: Runtime> Engine<R> {
     }
 
     /// The hidden state at each criterion's answer position (the input to the
-    /// head), for graphs that expose it; proven at load (DESIGN §6.4).
+    /// head), for graphs that expose it; proven at load (spec §6.4).
     pub async fn extract(
         &mut self,
         id: StateId,

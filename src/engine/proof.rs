@@ -1,4 +1,4 @@
-//! Load-time proofs (DESIGN §6): the logits layout and the position
+//! Load-time proofs (spec §6): the logits layout and the position
 //! convention, measured against one uncached forward of the same ids.
 
 use serde::Serialize;
@@ -15,7 +15,7 @@ use crate::core::prompt::{render_head, render_suffix};
 use crate::core::tokenizer::TextTokenizer;
 use crate::runtime::{Dtype, ReadSpec, RowRead, Runtime};
 
-/// fp32: max |Δp| ≤ 1e-5; fp16: ≤ 2e-3 (DESIGN §6.2).
+/// fp32: max |Δp| ≤ 1e-5; fp16: ≤ 2e-3 (spec §6.2).
 pub fn tolerance(dtype: Dtype) -> f64 {
     match dtype {
         Dtype::F32 => 1e-5,
@@ -96,7 +96,7 @@ pub struct ProofReport {
     pub tolerance: f64,
     pub candidates: Vec<CandidateResult>,
     pub convention: Convention,
-    /// DESIGN §6.4, when the graph exposes `last_hidden`: max |hidden · row −
+    /// spec §6.4, when the graph exposes `last_hidden`: max |hidden · row −
     /// logit| over the letter rows, on the uncached and the cached probe.
     pub extraction_max_abs_diff: Option<f64>,
     /// The longest run (new tokens fed at once) proven exact on this device;
@@ -235,7 +235,7 @@ struct Probe<'a> {
 /// cached head under each candidate, its readout run exactly `limit` tokens
 /// long, against a reference forward of head + suffix from an empty past in
 /// runs of at most `reference_limit`. With whole runs both are single
-/// forwards (DESIGN §6.2). When chunked, the reference uses runs of half the
+/// forwards (spec §6.2). When chunked, the reference uses runs of half the
 /// length, so the two paths never end in the same run and a fault at
 /// `limit` cannot hide by showing up identically in both.
 async fn trial<R: Runtime>(

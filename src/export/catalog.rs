@@ -1,4 +1,4 @@
-//! `models.json` (DESIGN §4): generated from the built model directories,
+//! `models.json` (spec §4): generated from the built model directories,
 //! with every file's size and sha256 measured from disk, never typed.
 
 use std::collections::BTreeMap;

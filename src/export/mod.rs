@@ -1,4 +1,4 @@
-//! Graph surgery behind `readout inspect|trim|prune|expose-hidden` (DESIGN §9),
+//! Graph surgery behind `readout inspect|trim|prune|expose-hidden` (spec §9),
 //! on float and already-quantised ONNX decoders with external data. Native only.
 
 pub mod catalog;

@@ -1,5 +1,5 @@
 //! The head's rows as float32 vectors, dequantised where needed: what
-//! `hidden · row` must reproduce (DESIGN §6.4).
+//! `hidden · row` must reproduce (spec §6.4).
 
 use half::f16;
 

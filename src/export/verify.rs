@@ -1,5 +1,5 @@
 //! Every command checks its own output against its input on a probe before
-//! anything is written (DESIGN §9): the native runtime runs both graphs.
+//! anything is written (spec §9): the native runtime runs both graphs.
 
 use std::path::Path;
 

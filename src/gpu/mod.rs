@@ -1,4 +1,4 @@
-//! The engine's own GPU work (DESIGN §8), on wgpu: WebGPU in the browser
+//! The engine's own GPU work (spec §8), on wgpu: WebGPU in the browser
 //! (the same device handed to onnxruntime-web), Vulkan natively (lavapipe
 //! here), so the kernel is tested against the CPU readout in `cargo test`.
 

@@ -1,4 +1,4 @@
-// The GPU readout (DESIGN §8): at one row of a [1, S, W] logits tensor,
+// The GPU readout (spec §8): at one row of a [1, S, W] logits tensor,
 // gather the answer letters' logits and reduce the whole row to its maximum
 // and sum of exponentials, so the host reads back n + 3 floats instead of
 // the row. One workgroup strides over the row; W is at most the vocabulary.

@@ -19,3 +19,18 @@ pub enum RuntimeError {
     #[error("GPU device lost ({0}): every state's KV was on it; load the engine again")]
     DeviceLost(String),
 }
+
+impl RuntimeError {
+    pub fn info(&self) -> crate::core::ErrorInfo {
+        use crate::core::ErrorInfo as I;
+        match self {
+            Self::Library(_) => I::new("runtime_library"),
+            Self::Load { .. } => I::new("model_file"),
+            Self::Signature(_) => I::new("graph_signature"),
+            Self::Run(_) => I::new("run"),
+            Self::Readout(e) => e.info(),
+            Self::Gpu(_) => I::new("gpu"),
+            Self::DeviceLost(_) => I::new("device_lost"),
+        }
+    }
+}

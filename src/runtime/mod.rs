@@ -3,7 +3,7 @@
 //! Runtime release: the `ort` crate natively, onnxruntime-web in the browser.
 //!
 //! The runtime never derives an input: the engine hands it the exact
-//! `attention_mask` and `position_ids` of every step (DESIGN §6).
+//! `attention_mask` and `position_ids` of every step (spec §6).
 
 mod error;
 #[cfg(not(target_arch = "wasm32"))]
@@ -58,7 +58,7 @@ pub struct RowRead {
 /// native implementation completes them immediately.
 ///
 /// A backend may later score many suffixes against one past in a single pass
-/// (DESIGN §13); `run_many` is where it would say so.
+/// (spec §13); `run_many` is where it would say so.
 #[allow(async_fn_in_trait)]
 pub trait Runtime {
     /// A past: the KV tensors of every layer, wherever they live.
@@ -91,7 +91,7 @@ pub trait Runtime {
     /// Runs `step` after `past` and reads `spec` at the last row of the
     /// returned logits. By default the logits come to the host and the CPU
     /// readout reads them; a runtime that can read them where they lie (the
-    /// GPU kernel of DESIGN §8) overrides this so only the slots come back.
+    /// GPU kernel of spec §8) overrides this so only the slots come back.
     async fn read(
         &mut self,
         step: &Step,

@@ -1,4 +1,4 @@
-// Backend choice, load-time refusals, bad input (DESIGN §12), queueing,
+// Backend choice, load-time refusals, bad input (spec §12), queueing,
 // disposal and the GPU kernel, in headless Chromium.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -108,6 +108,8 @@ test("bad input gives an Error naming the field and limit, and the next call suc
         out[name] = "accepted";
       } catch (e) {
         out[name] = e instanceof Error ? e.message : `not an Error: ${e}`;
+        out.codes ??= {};
+        out.codes[name] = { code: e?.code, field: e?.field, limit: e?.limit };
       }
     };
     const load = (src, extra = {}) => Engine.load(src, { backend: "wasm", ortBase: ORT_BASE, ...extra });
@@ -200,6 +202,23 @@ test("bad input gives an Error naming the field and limit, and the next call suc
   // A bad option is the caller's input, not a failed load-time proof.
   assert.doesNotMatch(r.debias, /load-time proof/);
   assert.deepEqual(r.queued, [true, "number", true]);
+  // Each refusal also says what it is to code: its code, field and limit.
+  const codes = {
+    one_option: { code: "too_few_options", field: "options", limit: 2 },
+    "21_options": { code: "too_many_options", field: "options", limit: 20 },
+    cloze_65: { code: "too_many_options", field: "options", limit: 64 },
+    too_long: { code: "context_overflow", field: "evidence", limit: 1024 },
+    empty_evidence: { code: "empty_evidence", field: "evidence", limit: undefined },
+    unknown_field: { code: "unknown_field", field: "criterion.answr", limit: undefined },
+    option_typo: { code: "unknown_field", field: "options.mdoe", limit: undefined },
+    mode: { code: "invalid_option", field: "mode", limit: undefined },
+    debias: { code: "invalid_option", field: "debias", limit: undefined },
+    options_string: { code: "invalid_option", field: "options", limit: undefined },
+    cloze_trimmed: { code: "mode_needs_stock_graph", field: "mode", limit: undefined },
+    no_template: { code: "no_chat_template", field: "prompt", limit: undefined },
+    disposed_state: { code: "unknown_state", field: "state", limit: undefined },
+  };
+  for (const [k, want] of Object.entries(codes)) assert.deepEqual(r.codes[k], want, k);
   assert.equal(r.checks.length, 16);
   assert.equal(r.cloze_64, 64);
   assert.equal(r.trimmed_letters, 2);
@@ -294,7 +313,7 @@ test("WebGPU: 200 prefills leave liveGpuTensors where it started; a batch of 2 i
     await kept.dispose();
     const end = e.liveGpuTensors();
     const info = e.info();
-    // DESIGN §12, a lost GPU device: every later run refused by name; a new engine works.
+    // spec §12, a lost GPU device: every later run refused by name; a new engine works.
     const held = await e.prefill({ evidence: "The door is open." });
     await e.loseGpuDevice();
     const refused = async (f) => {

@@ -3,7 +3,7 @@
 //! On WebGPU every `present.*` of a run that keeps its past stays a GPU
 //! buffer and becomes the next run's `past_key_values.*`; a readout run
 //! fetches only `logits`, written into a buffer this engine allocated on the
-//! shared device, where the WGSL kernel (DESIGN §8) reads the letters and the
+//! shared device, where the WGSL kernel (spec §8) reads the letters and the
 //! row's log-sum-exp: only those floats are mapped back. On the WASM backend
 //! the past lives in memory and the logits come to the host.
 
@@ -370,7 +370,7 @@ impl WebRuntime {
     }
 
     /// Destroys the shared device, as a lost device would end it (tests of
-    /// DESIGN §12). Resolves once the browser has reported it lost.
+    /// spec §12). Resolves once the browser has reported it lost.
     pub async fn lose_device(&self) -> Result<(), RuntimeError> {
         let d = self
             .js_device
@@ -665,7 +665,7 @@ impl Runtime for WebRuntime {
     }
 
     /// One batched run of equal-length steps against `past` (repeated to
-    /// the batch), fetching only `logits`: the seam of DESIGN §13.
+    /// the batch), fetching only `logits`: the seam of spec §13.
     async fn run_many(
         &mut self,
         steps: &[Step],
