@@ -45,7 +45,8 @@ cat > pkg.tmp/package.json <<JSON
   "peerDependencies": { "onnxruntime-web": "1.30.0" }
 }
 JSON
-cp README.md pkg.tmp/README.md 2>/dev/null || true
+# The package's README is written for npm users, not the repository's.
+cp docs/npm-README.md pkg.tmp/README.md
 rm -rf pkg && mv pkg.tmp pkg
 raw=$(stat -c %s pkg/readout_bg.wasm)
 gz=$(gzip -9 -c pkg/readout_bg.wasm | wc -c)

@@ -84,6 +84,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 
 # Rust: the wasm32 target, so the crate is proven to compile for the browser.
+# The test command's gates need both; a minimal toolchain profile lacks them.
+for c in rustfmt clippy; do
+  if ! rustup component list --installed | grep -q "^$c-"; then
+    log "rustup component add $c"
+    rustup component add "$c"
+  fi
+done
 if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   log "rustup target add wasm32-unknown-unknown"
   rustup target add wasm32-unknown-unknown

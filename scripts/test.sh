@@ -16,6 +16,12 @@ bash scripts/setup.sh --python --disk-gb 4
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/readout-xdg-$(id -u)}"
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 
+echo "[test] gates: cargo fmt --check, clippy -D warnings (native and wasm32)" >&2
+cargo fmt --check
+cargo clippy --locked --all-targets -- -D warnings
+cargo clippy --locked --target wasm32-unknown-unknown --lib -- -D warnings
+node bench/readme.mjs --check
+
 echo "[test] cargo test" >&2
 cargo test --locked -- --test-threads 2
 
