@@ -37,6 +37,18 @@ const page = by("page");
 if (page.length) {
   out += `## The benchmark page: median ms per suffix length\n\n${run("table.mjs", page)}\n\n`;
 }
+const withModes = page.map((f) => [f, JSON.parse(readFileSync(f, "utf8"))]).filter(([, r]) => r.modes);
+if (withModes.length) {
+  out += "## The benchmark page: ms per criterion for each readout mode\n\n";
+  out += "The example state's criteria, each mode measured in the same run; calibrated modes cold (every baseline computed) and then cached.\n\n";
+  out += "| model · backend | mode | ms / criterion | × letters | runs | source |\n|---|---|---|---|---|---|\n";
+  for (const [f, r] of withModes) {
+    for (const m of r.modes.rows) {
+      out += `| ${r.modes.model} · ${r.modes.backend}${r.emulated ? " (emulated)" : ""} | ${m.what} | ${m.ms_per_criterion.toFixed(1)} | ${m.over_letters.toFixed(2)} | ${m.runs} | \`${f.split("/").pop()}\` |\n`;
+    }
+  }
+  out += "\n";
+}
 const other = files.filter((f) => kind(f) === "other");
 out += `## Other result files\n\nWritten by the native benchmarks and \`readout evaluate\`; quoted in \`docs/measurements.md\`:\n\n${other.map((f) => `- \`${f}\``).join("\n")}\n`;
 const target = join(here, "README.md");
