@@ -255,12 +255,22 @@ fn calibrated_scores_are_the_baseline_subtracted() {
 #[test]
 fn refusals_are_named_and_the_engine_scores_after_each() {
     let opts = cloze(Calibration::ContentFree);
-    // A trimmed and a pruned graph return only the last row's letters.
-    for (model, graph) in [
-        ("qwen3-tiny-random-q4-trimmed", "trimmed"),
-        ("qwen3-tiny-random-q4-trimmed-pruned", "pruned"),
-    ] {
-        let mut e = engine(model);
+    // A trimmed and a pruned graph return only the last row's letters. Cut
+    // here: the test command builds only the stock tiny models before
+    // `cargo test`.
+    use readout::export::commands::{run, Op};
+    let cuts = temp_dir("cloze-cuts");
+    let trimmed = cuts.join(format!("{Q4}-trimmed"));
+    let pruned = cuts.join(format!("{Q4}-trimmed-pruned"));
+    run(&model_path(Q4), &trimmed, &Op::Trim).unwrap();
+    let prune = Op::Prune {
+        letters: "ABCD".into(),
+        tokenizer: None,
+    };
+    run(&trimmed, &pruned, &prune).unwrap();
+    for (dir, graph) in [(&trimmed, "trimmed"), (&pruned, "pruned")] {
+        let model = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let mut e = readout::model_dir::open_engine(dir, &common::opts()).unwrap();
         block_on(async {
             let id = e.prefill(&state(EVIDENCE)).await.unwrap();
             check(e.score(id, &crits()[0], &opts).await, &format!("mode cloze reads a log-probability at every option token's row, and model {model} is a {graph} graph"));
