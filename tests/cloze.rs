@@ -37,14 +37,6 @@ fn cloze(calibration: Calibration) -> ScoreOptions {
     }
 }
 
-fn check<T>(r: Result<T, EngineError>, needle: &str) {
-    let msg = r
-        .err()
-        .unwrap_or_else(|| panic!("expected an error containing {needle:?}"))
-        .to_string();
-    assert!(msg.contains(needle), "{msg:?} lacks {needle:?}");
-}
-
 fn max_abs(a: &[Vec<f64>], b: &[Vec<f64>]) -> f64 {
     assert_eq!(a.len(), b.len());
     a.iter()

@@ -6,7 +6,7 @@ use common::*;
 use readout::core::debias::Debias;
 use readout::core::readout::{read_slots, HeadColumns};
 use readout::engine::convention::Convention;
-use readout::engine::{EngineError, ScoreOptions};
+use readout::engine::ScoreOptions;
 use readout::runtime::Runtime;
 
 const EVIDENCE: &str = "Order 4471 was placed on Tuesday by Dana Whitfield. It contains two blue kettles and one \
@@ -38,14 +38,6 @@ fn crits() -> Vec<readout::core::fixture::Criterion> {
             ],
         ),
     ]
-}
-
-fn check<T>(r: Result<T, EngineError>, needle: &str) {
-    let msg = r
-        .err()
-        .unwrap_or_else(|| panic!("expected an error containing {needle:?}"))
-        .to_string();
-    assert!(msg.contains(needle), "{msg:?} lacks {needle:?}");
 }
 
 fn max_dp(a: &[f64], b: &[f64]) -> f64 {

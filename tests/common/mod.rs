@@ -109,6 +109,15 @@ pub fn temp_dir(name: &str) -> TempDir {
     TempDir(d)
 }
 
+/// Asserts that `r` is an error whose message contains `needle`.
+pub fn check<T>(r: Result<T, readout::engine::EngineError>, needle: &str) {
+    let msg = r
+        .err()
+        .unwrap_or_else(|| panic!("expected an error containing {needle:?}"))
+        .to_string();
+    assert!(msg.contains(needle), "{msg:?} lacks {needle:?}");
+}
+
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     pollster::block_on(f)
 }
