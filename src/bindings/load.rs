@@ -66,6 +66,24 @@ struct Files {
     listed: Vec<LoadedFile>,
 }
 
+impl Files {
+    /// Nothing fetched yet; each loader fills what it finds.
+    fn empty() -> Self {
+        Files {
+            graph: js_sys::Uint8Array::new_with_length(0),
+            external: vec![],
+            config: String::new(),
+            tokenizer: vec![],
+            slot_map: None,
+            head_rows: None,
+            chat_template: None,
+            tokenizer_config: None,
+            readout: None,
+            listed: vec![],
+        }
+    }
+}
+
 fn utf8(b: &js_sys::Uint8Array, what: &str) -> Result<String, String> {
     String::from_utf8(b.to_vec()).map_err(|e| format!("{what}: not UTF-8 ({e})"))
 }
@@ -85,18 +103,7 @@ async fn entry_files(
     catalog_url: &str,
     progress: Progress<'_>,
 ) -> Result<Files, String> {
-    let mut f = Files {
-        graph: js_sys::Uint8Array::new_with_length(0),
-        external: vec![],
-        config: String::new(),
-        tokenizer: vec![],
-        slot_map: None,
-        head_rows: None,
-        chat_template: None,
-        tokenizer_config: None,
-        readout: None,
-        listed: vec![],
-    };
+    let mut f = Files::empty();
     if entry.file("graph").is_none() {
         return Err(format!(
             "models.json entry {}: no graph file listed",
@@ -144,18 +151,7 @@ async fn entry_files(
 }
 
 async fn dir_files(base: &str, progress: Progress<'_>) -> Result<Files, String> {
-    let mut f = Files {
-        graph: js_sys::Uint8Array::new_with_length(0),
-        external: vec![],
-        config: String::new(),
-        tokenizer: vec![],
-        slot_map: None,
-        head_rows: None,
-        chat_template: None,
-        tokenizer_config: None,
-        readout: None,
-        listed: vec![],
-    };
+    let mut f = Files::empty();
     let names = [
         ("graph", "model.onnx", false),
         ("external_data", "model.onnx.data", true),
