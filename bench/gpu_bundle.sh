@@ -41,7 +41,7 @@ done
 log() { printf '[gpu_bundle] %s\n' "$*" >&2; }
 chromium_dir=/usr/lib/chromium
 missing=()
-for p in "$chromium_dir/chromium" pkg/readout.js pkg/readout_bg.wasm models.json \
+for p in "$chromium_dir/chromium" pkg/readout.js pkg/readout_bg.wasm models.json examples/state.json \
   "models/$model/model.onnx" "models/$model-trimmed/model.onnx" "models/$model-trimmed-pruned/model.onnx" \
   node_modules/onnxruntime-web/dist node_modules/@huggingface/transformers/dist/transformers.web.js; do
   [ -e "$p" ] || missing+=("$p")
@@ -83,12 +83,15 @@ for l in libGLdispatch.so.0 libGLX.so.0 libEGL.so.1 libOpenGL.so.0 libGL.so.1 li
   [ -e "$f" ] && cp -L "$f" "$stage/lib/"
 done
 
-# What the page serves: the package, the three variants, the catalog, and
-# the onnxruntime-web / transformers.js files (no source maps, no builds
+# What the page serves: the package, the three variants, the catalog, the
+# example state, and the onnxruntime-web / transformers.js files (no source maps, no builds
 # the page does not import).
 cp -rL pkg "$stage/root/pkg"
 for v in "" -trimmed -trimmed-pruned; do cp -rL "models/$model$v" "$stage/root/models/"; done
 cp models.json "$stage/root/"
+# The readout-modes section scores the demo's example state.
+mkdir -p "$stage/root/examples"
+cp examples/state.json "$stage/root/examples/"
 # A trim leaves the weights file byte-identical: such copies become hard
 # links, which tar stores once.
 declare -A seen=()

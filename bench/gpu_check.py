@@ -215,6 +215,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--prefix", type=int, default=256)
     ap.add_argument("--no-transformers", action="store_true")
+    ap.add_argument("--no-modes", action="store_true", help="skip the ms per criterion of each readout mode (slow on a CPU adapter)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--timeout-s", type=int, default=360, help="for the benchmark page")
     ap.add_argument("--require-gpu", action="store_true", help="refuse (exit 4) when the adapter is a CPU implementation")
@@ -269,7 +270,8 @@ def main():
 
     query = {
         "model": a.model, "backend": "webgpu", "variants": a.variants, "lengths": a.lengths, "runs": a.runs,
-        "warmup": a.warmup, "prefix": a.prefix, "transformers": "0" if a.no_transformers else "1", "mass": "1", "autorun": "1",
+        "warmup": a.warmup, "prefix": a.prefix, "transformers": "0" if a.no_transformers else "1", "mass": "1",
+        "modes": "0" if a.no_modes else "1", "autorun": "1",
     }
     result, _, tail, alive = open_page(a.chromium, flags, base, "/bench/", query, "bench", reports, a.timeout_s, echo=True)
     server.shutdown()
@@ -279,9 +281,10 @@ def main():
             print("  " + l, file=sys.stderr)
         return 6
     if "error" in result and "variants" not in result:
-        log(f"the benchmark page failed: {result['error']}")
+        # The page's log first, its error last: what a caller's tail shows.
         for l in result.get("log", []):
             print("  " + l, file=sys.stderr)
+        log(f"the benchmark page failed: {result['error']}")
         return 6
     result["runner"] = "bench/gpu_check.sh"
     result["emulated"] = emulated
