@@ -115,7 +115,9 @@ async function sweepEngine(cfg, variant) {
  *  calibrated runs go cold (every baseline computed) then warm (cached). */
 async function benchModes(cfg) {
   const id = cfg.model;
-  const example = await (await fetch("/examples/state.json")).json();
+  const res = await fetch("/examples/state.json");
+  if (!res.ok) throw new Error(`readout modes: /examples/state.json answered HTTP ${res.status}`);
+  const example = await res.json();
   const engine = await Engine.load(`/models/${id}`, { backend: cfg.backend, ortBase: ORT_BASE, threads: cfg.threads });
   const rows = [];
   try {
@@ -132,12 +134,15 @@ async function benchModes(cfg) {
     for (const [what, opts] of modes) {
       if (!what.includes("cached")) await state.scoreAll(example.criteria, { mode: opts.mode }); // warm-up, no baseline
       const per = [];
+      const bytes0 = engine.bytesReadBack();
       for (let k = 0; k < (what.includes("cold") ? 1 : cfg.runs); k++) {
         const [ms, ds] = await timed(() => state.scoreAll(example.criteria, opts));
         per.push(ms / ds.length);
       }
-      rows.push({ what, options: opts, runs: per.length, ms_per_criterion: median(per), samples_ms: per });
-      log(`modes: ${what}: ${median(per).toFixed(1)} ms per criterion`);
+      // Bytes mapped back to the host per criterion: what the readout costs in transfers.
+      const bytes = (engine.bytesReadBack() - bytes0) / (per.length * example.criteria.length);
+      rows.push({ what, options: opts, runs: per.length, ms_per_criterion: median(per), samples_ms: per, bytes_per_criterion: bytes });
+      log(`modes: ${what}: ${median(per).toFixed(1)} ms per criterion, ${bytes.toFixed(0)} bytes read back per criterion`);
     }
     await state.dispose();
     const letters = rows[0].ms_per_criterion;
@@ -360,11 +365,11 @@ function render(result) {
   const md = $("modes");
   md.replaceChildren();
   if (result.modes) {
-    md.innerHTML = `<thead><tr><th>readout on ${result.modes.model}, example state (${result.modes.criteria} criteria)</th><th>ms / criterion</th><th>× letters</th></tr></thead>`;
+    md.innerHTML = `<thead><tr><th>readout on ${result.modes.model}, example state (${result.modes.criteria} criteria)</th><th>ms / criterion</th><th>× letters</th><th>bytes read back / criterion</th></tr></thead>`;
     const mb = document.createElement("tbody");
     for (const m of result.modes.rows) {
       const tr = document.createElement("tr");
-      tr.innerHTML = `<td>${m.what}</td><td class="num">${fmt(m.ms_per_criterion)}</td><td class="num">${fmt(m.over_letters, 2)}×</td>`;
+      tr.innerHTML = `<td>${m.what}</td><td class="num">${fmt(m.ms_per_criterion)}</td><td class="num">${fmt(m.over_letters, 2)}×</td><td class="num">${m.bytes_per_criterion === undefined ? "" : Math.round(m.bytes_per_criterion).toLocaleString()}</td>`;
       mb.append(tr);
     }
     md.append(mb);

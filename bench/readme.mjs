@@ -41,10 +41,10 @@ const withModes = page.map((f) => [f, JSON.parse(readFileSync(f, "utf8"))]).filt
 if (withModes.length) {
   out += "## The benchmark page: ms per criterion for each readout mode\n\n";
   out += "The example state's criteria, each mode measured in the same run; calibrated modes cold (every baseline computed) and then cached.\n\n";
-  out += "| model · backend | mode | ms / criterion | × letters | runs | source |\n|---|---|---|---|---|---|\n";
+  out += "| model · backend | mode | ms / criterion | × letters | bytes read back / criterion | runs | source |\n|---|---|---|---|---|---|---|\n";
   for (const [f, r] of withModes) {
     for (const m of r.modes.rows) {
-      out += `| ${r.modes.model} · ${r.modes.backend}${r.emulated ? " (emulated)" : ""} | ${m.what} | ${m.ms_per_criterion.toFixed(1)} | ${m.over_letters.toFixed(2)} | ${m.runs} | \`${f.split("/").pop()}\` |\n`;
+      out += `| ${r.modes.model} · ${r.modes.backend}${r.emulated ? " (emulated)" : ""} | ${m.what} | ${m.ms_per_criterion.toFixed(1)} | ${m.over_letters.toFixed(2)} | ${m.bytes_per_criterion === undefined ? "not recorded" : Math.round(m.bytes_per_criterion)} | ${m.runs} | \`${f.split("/").pop()}\` |\n`;
     }
   }
   out += "\n";

@@ -173,3 +173,93 @@ fn kernel_refuses_non_finite_rows_and_bad_requests() {
     let ok = g.upload(&bytes_f32(&synthetic(w, 5)));
     block_on(g.read(&ok, [1, 1, w], false, &[1, 2])).unwrap();
 }
+
+/// The cloze gather: log p(token) at many rows of one tensor, in one
+/// dispatch, against the CPU log-softmax of the same rows; and the scratch
+/// buffers are made once, not per call.
+#[test]
+fn row_tasks_equal_cpu_log_softmax_and_reuse_their_buffers() {
+    use readout::core::cloze::row_log_prob;
+    use readout::gpu::RowTask;
+    let g = gpu();
+    for f16 in [false, true] {
+        let (s, w) = (9, 49153);
+        let raw = synthetic(s * w, 7 + f16 as u64);
+        let logits = if f16 {
+            Logits::f16(
+                vec![1, s, w],
+                raw.iter().map(|&x| f16::from_f32(x)).collect(),
+            )
+        } else {
+            Logits::f32(vec![1, s, w], raw)
+        };
+        let buf = g.upload(&match &logits.data {
+            readout::core::logits::LogitsData::F32(v) => bytes_f32(v),
+            readout::core::logits::LogitsData::F16(v) => bytes_f16(v),
+        });
+        // Rows out of order, one repeated, the last column of the row.
+        let cols: Vec<[u32; 1]> = vec![[17], [49152], [0], [300], [17]];
+        let rows = [3usize, 8, 0, 5, 3];
+        let tasks: Vec<RowTask> = rows
+            .iter()
+            .zip(&cols)
+            .map(|(&row, c)| RowTask { row, columns: c })
+            .collect();
+        let before = g.allocations();
+        let mut max_d = 0.0f64;
+        for _ in 0..3 {
+            let got = block_on(g.read_rows(&buf, [1, s, w], f16, &tasks)).unwrap();
+            assert_eq!(got.len(), tasks.len());
+            for (t, slot) in tasks.iter().zip(&got) {
+                assert_eq!(slot.bytes_read_back, 16);
+                let gpu_lp = slot.logits[0] as f64 - slot.log_sum_exp;
+                let cpu_lp = row_log_prob(&logits, t.row, t.columns[0]).unwrap();
+                max_d = max_d.max((gpu_lp - cpu_lp).abs());
+            }
+        }
+        assert!(
+            max_d < 2e-5,
+            "f16 {f16}: GPU vs CPU log p differ by {max_d:e}"
+        );
+        eprintln!("row tasks, f16 {f16}: max |Δ log p| {max_d:e}");
+        // At most one set of scratch buffers for the three calls (none when
+        // an earlier call already made them big enough).
+        assert!(
+            g.allocations() - before <= 5,
+            "{} buffers made",
+            g.allocations() - before
+        );
+        let settled = g.allocations();
+        block_on(g.read(&buf, [1, s, w], f16, &[1, 2, 3])).unwrap();
+        assert_eq!(
+            g.allocations(),
+            settled,
+            "a smaller request reuses the scratch"
+        );
+    }
+    // A row outside the tensor is refused, and the readout stays usable.
+    let buf = g.upload(&bytes_f32(&synthetic(2 * 100, 9)));
+    let c = [1u32];
+    let err = block_on(g.read_rows(
+        &buf,
+        [1, 2, 100],
+        false,
+        &[RowTask {
+            row: 2,
+            columns: &c,
+        }],
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("row 2 outside"), "{err}");
+    block_on(g.read_rows(
+        &buf,
+        [1, 2, 100],
+        false,
+        &[RowTask {
+            row: 1,
+            columns: &c,
+        }],
+    ))
+    .unwrap();
+}

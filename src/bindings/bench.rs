@@ -46,7 +46,7 @@ struct BenchRead {
 
 enum Where {
     Gpu {
-        gpu: crate::gpu::GpuReadout,
+        gpu: Box<crate::gpu::GpuReadout>,
         buf: wgpu::Buffer,
     },
     Cpu(Logits),
@@ -93,7 +93,10 @@ impl ReadoutBench {
                     .map_err(js_err)?;
                 let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
                 let buf = gpu.upload(&bytes);
-                Where::Gpu { gpu, buf }
+                Where::Gpu {
+                    gpu: Box::new(gpu),
+                    buf,
+                }
             }
             "cpu" => Where::Cpu(Logits::f16(
                 vec![1, 1, width],

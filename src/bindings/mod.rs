@@ -396,13 +396,16 @@ impl Engine {
             .map_err(js_err)?;
         let info = loaded.engine.info();
         let lost = loaded.engine.runtime().lost_flag();
+        // What the load-time proofs read back counts from the start, so a
+        // caller's before/after difference around a call is that call's.
+        let read_back = Cell::new(loaded.engine.bytes_read_back());
         Ok(Engine {
             shared: Rc::new(Shared {
                 engine: Mutex::new(Some(loaded.engine)),
                 report: loaded.report,
                 live: loaded.live,
                 info: std::cell::RefCell::new(Some(info)),
-                read_back: Cell::new(0),
+                read_back,
                 lost,
             }),
         })

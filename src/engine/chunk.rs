@@ -4,7 +4,6 @@
 
 use super::convention::{derive, Convention};
 use super::EngineError;
-use crate::core::cloze::row_log_prob;
 use crate::core::CoreError;
 use crate::runtime::{ReadSpec, RowRead, Runtime};
 
@@ -127,11 +126,17 @@ async fn token_log_probs_in<R: Runtime>(
         let grown = if end <= first {
             Some(rt.extend(&step, base).await?)
         } else {
-            let o = rt.run(&step, base, !last).await?;
-            let rows = o.logits.dims.get(1).copied().unwrap_or(0);
+            let at: Vec<(usize, u32)> = (first.max(start)..end)
+                .map(|row| (row - start, targets[row - first]))
+                .collect();
+            let o = rt.log_probs_at(&step, base, !last, &at).await?;
+            let rows = o.dims.get(1).copied().unwrap_or(0);
             if rows != chunk.len() {
+                if let Some(p) = o.present {
+                    rt.release(p);
+                }
                 return Err(CoreError::LogitsLayout {
-                    dims: o.logits.dims.clone(),
+                    dims: o.dims.clone(),
                     expected: format!(
                         "a logit row for each of the {} tokens fed (a stock graph)",
                         chunk.len()
@@ -139,9 +144,7 @@ async fn token_log_probs_in<R: Runtime>(
                 }
                 .into());
             }
-            for row in first.max(start)..end {
-                out.push(row_log_prob(&o.logits, row - start, targets[row - first])?);
-            }
+            out.extend(o.log_probs);
             o.present
         };
         if !last {

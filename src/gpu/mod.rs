@@ -6,7 +6,7 @@ mod readout;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 
-pub use readout::{GpuReadout, GpuSlots};
+pub use readout::{GpuReadout, GpuSlots, RowTask, MAX_COLS};
 
 use thiserror::Error;
 

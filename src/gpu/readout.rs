@@ -1,5 +1,13 @@
 //! Dispatches `readout.wgsl` on logits already in a GPU buffer and maps back
-//! only the gathered letters, the row's max and its sum of exponentials.
+//! only what each task asks for: the gathered columns of one row, the row's
+//! max and its sum of exponentials.
+//!
+//! The pipelines (one per logits dtype, specialised at creation) and the
+//! small buffers a dispatch needs are made once per `GpuReadout` and grown
+//! when a request outgrows them; only the bind group, which names the
+//! logits buffer onnxruntime-web wrote, is made per call.
+
+use std::cell::Cell;
 
 use super::GpuError;
 
@@ -7,9 +15,17 @@ use super::GpuError;
 #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
 struct Params {
     width: u32,
+    n_tasks: u32,
+    _pad: [u32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct Task {
     base: u32,
+    col_start: u32,
     n_cols: u32,
-    is_f16: u32,
+    out: u32,
 }
 
 /// What comes back from the GPU for one criterion.
@@ -23,18 +39,47 @@ pub struct GpuSlots {
     pub bytes_read_back: usize,
 }
 
+/// One row of the logits and the columns to gather there.
+#[derive(Debug, Clone, Copy)]
+pub struct RowTask<'a> {
+    pub row: usize,
+    pub columns: &'a [u32],
+}
+
+/// The buffers every dispatch uses, sized for `tasks` tasks of `cols`
+/// columns in all.
+struct Scratch {
+    tasks: wgpu::Buffer,
+    columns: wgpu::Buffer,
+    params: wgpu::Buffer,
+    result: wgpu::Buffer,
+    staging: wgpu::Buffer,
+    task_cap: usize,
+    col_cap: usize,
+}
+
 pub struct GpuReadout {
     device: wgpu::Device,
     queue: wgpu::Queue,
-    pipeline: wgpu::ComputePipeline,
+    /// Indexed by `is_f16`.
+    pipelines: [wgpu::ComputePipeline; 2],
     layout: wgpu::BindGroupLayout,
+    /// Taken for the length of a call and put back after, so two calls in
+    /// flight at once each get buffers (the second makes its own) and no
+    /// borrow is held across an await.
+    scratch: Cell<Option<Scratch>>,
+    /// Buffers made, counted: a test shows they are made once, not per call.
+    allocations: Cell<u64>,
 }
 
-const MAX_COLS: usize = 20;
+/// Columns one task may gather (the answer letters: at most 20).
+pub const MAX_COLS: usize = 20;
+/// Result slots per task beyond its columns: max, sum, non-finite flag.
+const TAIL: usize = 3;
 
 impl GpuReadout {
-    /// Compiles the kernel; a device that rejects it is an error here, not
-    /// zeros later (an invalid pipeline dispatches nothing).
+    /// Compiles the kernel for both dtypes; a device that rejects it is an
+    /// error here, not zeros later (an invalid pipeline dispatches nothing).
     pub async fn new(device: wgpu::Device, queue: wgpu::Queue) -> Result<Self, GpuError> {
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -57,15 +102,16 @@ impl GpuReadout {
             entries: &[
                 entry(0, storage(true)),
                 entry(1, storage(true)),
+                entry(2, storage(true)),
                 entry(
-                    2,
+                    3,
                     wgpu::BindingType::Buffer {
                         ty: wgpu::BufferBindingType::Uniform,
                         has_dynamic_offset: false,
                         min_binding_size: None,
                     },
                 ),
-                entry(3, storage(false)),
+                entry(4, storage(false)),
             ],
         });
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
@@ -73,14 +119,24 @@ impl GpuReadout {
             bind_group_layouts: &[Some(&layout)],
             immediate_size: 0,
         });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some("readout"),
-            layout: Some(&pipeline_layout),
-            module: &module,
-            entry_point: Some("main"),
-            compilation_options: Default::default(),
-            cache: None,
-        });
+        let pipeline = |is_f16: f64| {
+            device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(if is_f16 == 1.0 {
+                    "readout f16"
+                } else {
+                    "readout f32"
+                }),
+                layout: Some(&pipeline_layout),
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &[("IS_F16", is_f16)],
+                    ..Default::default()
+                },
+                cache: None,
+            })
+        };
+        let pipelines = [pipeline(0.0), pipeline(1.0)];
         if let Some(e) = scope.pop().await {
             return Err(GpuError::Readout(format!(
                 "readout.wgsl was rejected by this device: {e}"
@@ -89,13 +145,20 @@ impl GpuReadout {
         Ok(Self {
             device,
             queue,
-            pipeline,
+            pipelines,
             layout,
+            scratch: Cell::new(None),
+            allocations: Cell::new(0),
         })
     }
 
     pub fn device(&self) -> &wgpu::Device {
         &self.device
+    }
+
+    /// Buffers this readout has made so far (its scratch, not logits).
+    pub fn allocations(&self) -> u64 {
+        self.allocations.get()
     }
 
     /// A storage buffer holding `bytes` (padded to 4 bytes), as a runtime
@@ -121,45 +184,83 @@ impl GpuReadout {
         f16: bool,
         columns: &[u32],
     ) -> Result<GpuSlots, GpuError> {
+        let row = dims[1].checked_sub(1).ok_or_else(|| {
+            GpuError::Readout(format!("logits dims {dims:?}: [1, S >= 1, W] expected"))
+        })?;
+        let mut out = self
+            .read_rows(logits, dims, f16, &[RowTask { row, columns }])
+            .await?;
+        Ok(out.remove(0))
+    }
+
+    /// Reads every task in one dispatch and one map (one each per window of
+    /// rows that fits a storage binding); each task's `bytes_read_back` is
+    /// its own slots.
+    pub async fn read_rows(
+        &self,
+        logits: &wgpu::Buffer,
+        dims: [usize; 3],
+        f16: bool,
+        tasks: &[RowTask<'_>],
+    ) -> Result<Vec<GpuSlots>, GpuError> {
         let [b, s, w] = dims;
         if b != 1 || s == 0 || w == 0 {
             return Err(GpuError::Readout(format!(
                 "logits dims {dims:?}: [1, S >= 1, W] expected"
             )));
         }
-        if columns.is_empty() || columns.len() > MAX_COLS {
-            return Err(GpuError::Readout(format!(
-                "{} columns asked for; 1 to {MAX_COLS} allowed",
-                columns.len()
-            )));
+        if tasks.is_empty() {
+            return Ok(Vec::new());
         }
-        if let Some(c) = columns.iter().find(|&&c| c as usize >= w) {
-            return Err(GpuError::Readout(format!(
-                "column {c} outside a last axis of {w}"
-            )));
+        for t in tasks {
+            if t.columns.is_empty() || t.columns.len() > MAX_COLS {
+                return Err(GpuError::Readout(format!(
+                    "{} columns asked for; 1 to {MAX_COLS} allowed",
+                    t.columns.len()
+                )));
+            }
+            if let Some(c) = t.columns.iter().find(|&&c| c as usize >= w) {
+                return Err(GpuError::Readout(format!(
+                    "column {c} outside a last axis of {w}"
+                )));
+            }
+            if t.row >= s {
+                return Err(GpuError::Readout(format!(
+                    "row {} outside logits dims {dims:?}",
+                    t.row
+                )));
+            }
         }
-        let need = (s * w * if f16 { 2 } else { 4 }) as u64;
+        let elem = if f16 { 2u64 } else { 4 };
+        let need = (s * w) as u64 * elem;
         if logits.size() < need {
             return Err(GpuError::Readout(format!(
                 "logits buffer holds {} bytes; dims {dims:?} need {need}",
                 logits.size()
             )));
         }
-        let n = columns.len();
-        // Bind only the last row, from the nearest aligned offset before it.
-        let elem = if f16 { 2u64 } else { 4 };
-        let row_start = ((s - 1) * w) as u64 * elem;
-        let align = self.device.limits().min_storage_buffer_offset_alignment as u64;
-        let bind_start = row_start / align * align;
-        let bind_size = (need - bind_start).div_ceil(4) * 4;
-        let bind_size = bind_size.min(logits.size() - bind_start);
-        let base = ((row_start - bind_start) / elem) as u32;
-        let params = Params {
-            width: w as u32,
-            base,
-            n_cols: n as u32,
-            is_f16: f16 as u32,
-        };
+        let mut out = vec![None; tasks.len()];
+        for window in windows(tasks, w, elem, &self.device.limits()) {
+            let got = self.dispatch(logits, w, f16, tasks, &window).await?;
+            for (i, g) in window.into_iter().zip(got) {
+                out[i] = Some(g);
+            }
+        }
+        out.into_iter()
+            .map(|g| g.ok_or_else(|| GpuError::Readout("a task was not dispatched".into())))
+            .collect()
+    }
+
+    /// Scratch that holds `n_tasks` tasks and `n_cols` columns: the cached
+    /// one when it is big enough, else a new one (counted).
+    fn scratch(&self, n_tasks: usize, n_cols: usize) -> Scratch {
+        if let Some(s) = self.scratch.take() {
+            if s.task_cap >= n_tasks && s.col_cap >= n_cols {
+                return s;
+            }
+        }
+        let (task_cap, col_cap) = (n_tasks.next_power_of_two(), n_cols.next_power_of_two());
+        let result_bytes = ((col_cap + TAIL * task_cap) * 4) as u64;
         let mk = |label, size: u64, usage| {
             self.device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some(label),
@@ -168,31 +269,133 @@ impl GpuReadout {
                 mapped_at_creation: false,
             })
         };
-        let cols = mk(
-            "columns",
-            (n * 4) as u64,
-            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
-        );
+        let copy_dst = wgpu::BufferUsages::COPY_DST;
+        self.allocations.set(self.allocations.get() + 5);
+        Scratch {
+            tasks: mk(
+                "readout tasks",
+                (task_cap * std::mem::size_of::<Task>()) as u64,
+                wgpu::BufferUsages::STORAGE | copy_dst,
+            ),
+            columns: mk(
+                "readout columns",
+                (col_cap * 4) as u64,
+                wgpu::BufferUsages::STORAGE | copy_dst,
+            ),
+            params: mk(
+                "readout params",
+                std::mem::size_of::<Params>() as u64,
+                wgpu::BufferUsages::UNIFORM | copy_dst,
+            ),
+            result: mk(
+                "readout result",
+                result_bytes,
+                wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+            ),
+            staging: mk(
+                "readout staging",
+                result_bytes,
+                wgpu::BufferUsages::MAP_READ | copy_dst,
+            ),
+            task_cap,
+            col_cap,
+        }
+    }
+
+    /// One dispatch over the tasks of `window` (indices into `tasks`), whose
+    /// rows all lie in one bindable span.
+    async fn dispatch(
+        &self,
+        logits: &wgpu::Buffer,
+        width: usize,
+        f16: bool,
+        tasks: &[RowTask<'_>],
+        window: &[usize],
+    ) -> Result<Vec<GpuSlots>, GpuError> {
+        let elem = if f16 { 2u64 } else { 4 };
+        let first = window.iter().map(|&i| tasks[i].row).min().unwrap_or(0);
+        let last = window.iter().map(|&i| tasks[i].row).max().unwrap_or(0);
+        let align = self.device.limits().min_storage_buffer_offset_alignment as u64;
+        let row_start = (first * width) as u64 * elem;
+        let bind_start = row_start / align * align;
+        let bind_end = (((last + 1) * width) as u64 * elem).div_ceil(4) * 4;
+        let bind_size = bind_end.min(logits.size()) - bind_start;
+        let mut gpu_tasks = Vec::with_capacity(window.len());
+        let mut cols = Vec::new();
+        let mut slot = 0u32;
+        for &i in window {
+            let t = &tasks[i];
+            let base = ((t.row * width) as u64 * elem - bind_start) / elem;
+            gpu_tasks.push(Task {
+                base: base as u32,
+                col_start: cols.len() as u32,
+                n_cols: t.columns.len() as u32,
+                out: slot,
+            });
+            cols.extend_from_slice(t.columns);
+            slot += (t.columns.len() + TAIL) as u32;
+        }
+        let scratch = self.scratch(window.len(), cols.len());
+        let r = self
+            .dispatch_with(
+                &scratch,
+                logits,
+                (bind_start, bind_size),
+                width,
+                f16,
+                &gpu_tasks,
+                &cols,
+            )
+            .await;
+        self.scratch.set(Some(scratch));
+        let vals = r?;
+        let mut out = Vec::with_capacity(window.len());
+        for (t, &i) in gpu_tasks.iter().zip(window) {
+            let at = t.out as usize;
+            let n = t.n_cols as usize;
+            if vals[at + n + 2] != 0.0 {
+                return Err(GpuError::Readout(format!(
+                    "a logit in row {} is not finite",
+                    tasks[i].row
+                )));
+            }
+            let (max, sum) = (vals[at + n] as f64, vals[at + n + 1] as f64);
+            out.push(GpuSlots {
+                logits: vals[at..at + n].to_vec(),
+                log_sum_exp: max + sum.ln(),
+                bytes_read_back: (n + TAIL) * 4,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Writes the tasks, dispatches, and maps back the result slots.
+    #[allow(clippy::too_many_arguments)]
+    async fn dispatch_with(
+        &self,
+        scratch: &Scratch,
+        logits: &wgpu::Buffer,
+        (bind_start, bind_size): (u64, u64),
+        width: usize,
+        f16: bool,
+        tasks: &[Task],
+        cols: &[u32],
+    ) -> Result<Vec<f32>, GpuError> {
+        let out_bytes = tasks
+            .iter()
+            .map(|t| (t.n_cols as u64 + TAIL as u64) * 4)
+            .sum::<u64>();
+        let params = Params {
+            width: width as u32,
+            n_tasks: tasks.len() as u32,
+            _pad: [0; 2],
+        };
         self.queue
-            .write_buffer(&cols, 0, bytemuck::cast_slice(columns));
-        let uni = mk(
-            "params",
-            16,
-            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
-        );
+            .write_buffer(&scratch.tasks, 0, bytemuck::cast_slice(tasks));
         self.queue
-            .write_buffer(&uni, 0, bytemuck::bytes_of(&params));
-        let out_bytes = ((n + 3) * 4) as u64;
-        let out = mk(
-            "result",
-            out_bytes,
-            wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
-        );
-        let staging = mk(
-            "staging",
-            out_bytes,
-            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-        );
+            .write_buffer(&scratch.columns, 0, bytemuck::cast_slice(cols));
+        self.queue
+            .write_buffer(&scratch.params, 0, bytemuck::bytes_of(&params));
         let bind = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("readout"),
             layout: &self.layout,
@@ -207,15 +410,19 @@ impl GpuReadout {
                 },
                 wgpu::BindGroupEntry {
                     binding: 1,
-                    resource: cols.as_entire_binding(),
+                    resource: scratch.tasks.as_entire_binding(),
                 },
                 wgpu::BindGroupEntry {
                     binding: 2,
-                    resource: uni.as_entire_binding(),
+                    resource: scratch.columns.as_entire_binding(),
                 },
                 wgpu::BindGroupEntry {
                     binding: 3,
-                    resource: out.as_entire_binding(),
+                    resource: scratch.params.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 4,
+                    resource: scratch.result.as_entire_binding(),
                 },
             ],
         });
@@ -230,11 +437,11 @@ impl GpuReadout {
                 label: Some("readout"),
                 timestamp_writes: None,
             });
-            pass.set_pipeline(&self.pipeline);
+            pass.set_pipeline(&self.pipelines[f16 as usize]);
             pass.set_bind_group(0, &bind, &[]);
-            pass.dispatch_workgroups(1, 1, 1);
+            pass.dispatch_workgroups(tasks.len() as u32, 1, 1);
         }
-        enc.copy_buffer_to_buffer(&out, 0, &staging, 0, out_bytes);
+        enc.copy_buffer_to_buffer(&scratch.result, 0, &scratch.staging, 0, out_bytes);
         self.queue.submit([enc.finish()]);
         if let Some(e) = scope.pop().await {
             return Err(GpuError::Readout(format!(
@@ -243,9 +450,11 @@ impl GpuReadout {
         }
 
         let (tx, rx) = futures_channel::oneshot::channel();
-        staging.map_async(wgpu::MapMode::Read, .., move |r| {
-            let _ = tx.send(r);
-        });
+        scratch
+            .staging
+            .map_async(wgpu::MapMode::Read, ..out_bytes, move |r| {
+                let _ = tx.send(r);
+            });
         #[cfg(not(target_arch = "wasm32"))]
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
@@ -254,23 +463,81 @@ impl GpuReadout {
             .map_err(|_| GpuError::Readout("map_async was dropped".into()))?
             .map_err(|e| GpuError::Readout(e.to_string()))?;
         let vals: Vec<f32> = {
-            let view = staging
-                .get_mapped_range(..)
+            let view = scratch
+                .staging
+                .get_mapped_range(..out_bytes)
                 .map_err(|e| GpuError::Readout(e.to_string()))?;
             bytemuck::cast_slice(&view).to_vec()
         };
-        staging.unmap();
-        if vals[n + 2] != 0.0 {
-            return Err(GpuError::Readout(format!(
-                "a logit in row {} is not finite",
-                s - 1
-            )));
+        scratch.staging.unmap();
+        Ok(vals)
+    }
+}
+
+/// Groups task indices (in row order) into windows whose rows fit one
+/// storage binding of this device.
+fn windows(
+    tasks: &[RowTask<'_>],
+    width: usize,
+    elem: u64,
+    limits: &wgpu::Limits,
+) -> Vec<Vec<usize>> {
+    let max = limits.max_storage_buffer_binding_size;
+    let align = limits.min_storage_buffer_offset_alignment as u64;
+    let row_bytes = width as u64 * elem;
+    let mut order: Vec<usize> = (0..tasks.len()).collect();
+    order.sort_by_key(|&i| tasks[i].row);
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut start = 0u64;
+    for i in order {
+        let row = tasks[i].row as u64;
+        let end = (row + 1) * row_bytes;
+        match out.last_mut() {
+            Some(w) if end - start <= max => w.push(i),
+            _ => {
+                start = row * row_bytes / align * align;
+                out.push(vec![i]);
+            }
         }
-        let (max, sum) = (vals[n] as f64, vals[n + 1] as f64);
-        Ok(GpuSlots {
-            logits: vals[..n].to_vec(),
-            log_sum_exp: max + sum.ln(),
-            bytes_read_back: out_bytes as usize,
-        })
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max: u32) -> wgpu::Limits {
+        wgpu::Limits {
+            max_storage_buffer_binding_size: max.into(),
+            min_storage_buffer_offset_alignment: 256,
+            ..wgpu::Limits::default()
+        }
+    }
+
+    #[test]
+    fn rows_are_grouped_into_bindable_windows_in_row_order() {
+        let c = [1u32];
+        let t = |row| RowTask { row, columns: &c };
+        let tasks = [t(5), t(0), t(1), t(9), t(2)];
+        // 1000 float32 per row: 4000 bytes. A 12,000-byte binding holds the
+        // rows from an aligned start through at most two more rows.
+        let w = windows(&tasks, 1000, 4, &limits(12_000));
+        assert_eq!(w, vec![vec![1, 2, 4], vec![0], vec![3]]);
+        // A binding that holds every row: one window, one dispatch.
+        let w = windows(&tasks, 1000, 4, &limits(1 << 27));
+        assert_eq!(w, vec![vec![1, 2, 4, 0, 3]]);
+        // Every window's span fits the limit, measured from its aligned start.
+        for (max, elem) in [(12_000u32, 4u64), (9_000, 2), (4_096, 4)] {
+            for win in windows(&tasks, 1000, elem, &limits(max)) {
+                let lo = tasks[win[0]].row as u64 * 1000 * elem / 256 * 256;
+                let hi = (tasks[*win.last().unwrap()].row as u64 + 1) * 1000 * elem;
+                assert!(
+                    win.len() == 1 || hi - lo <= max as u64,
+                    "{win:?} spans {}",
+                    hi - lo
+                );
+            }
+        }
     }
 }

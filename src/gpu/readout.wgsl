@@ -1,29 +1,42 @@
-// The GPU readout (spec §8): at one row of a [1, S, W] logits tensor,
-// gather the answer letters' logits and reduce the whole row to its maximum
-// and sum of exponentials, so the host reads back n + 3 floats instead of
-// the row. One workgroup strides over the row; W is at most the vocabulary.
-// Only the row's bytes are bound (from an aligned offset), so a long
-// [1, S, V] tensor never exceeds the device's storage-binding limit.
+// The GPU readout (spec §8). Each workgroup takes one task: a row of the
+// bound [1, S, W] logits and the columns to gather there. It reduces the whole
+// row to its maximum and sum of exponentials in one online pass, so the host
+// reads back n + 3 floats per task instead of the row. The letters readout is
+// one task at the last row; a cloze run is one task per option token, each at
+// the row that predicts it (one column).
+//
+// Only the tasks' rows are bound (from an aligned offset), so a long [1, S, V]
+// tensor never exceeds the device's storage-binding limit.
+
+// Specialised at pipeline creation: 1 reads two float16 per u32 word.
+override IS_F16: u32 = 0u;
 
 struct Params {
-    width: u32,    // W: vocabulary or pruned rows
-    base: u32,     // the row's first value, counted from the start of the binding
-    n_cols: u32,   // letters to gather (<= 20)
-    is_f16: u32,   // 1: two float16 per u32 word
+    width: u32,   // W: vocabulary or pruned rows
+    n_tasks: u32,
+}
+
+struct Task {
+    base: u32,       // the row's first value, counted from the start of the binding
+    col_start: u32,  // first of this task's columns in `columns`
+    n_cols: u32,     // columns to gather (<= 64)
+    out: u32,        // first of this task's n_cols + 3 result slots
 }
 
 @group(0) @binding(0) var<storage, read> logits: array<u32>;
-@group(0) @binding(1) var<storage, read> columns: array<u32>;
-@group(0) @binding(2) var<uniform> params: Params;
-// [gathered logits (n_cols)..., row max, sum of exp(x - max), non-finite flag]
-@group(0) @binding(3) var<storage, read_write> result: array<f32>;
+@group(0) @binding(1) var<storage, read> tasks: array<Task>;
+@group(0) @binding(2) var<storage, read> columns: array<u32>;
+@group(0) @binding(3) var<uniform> params: Params;
+// Per task: [gathered logits (n_cols)..., row max, sum of exp(x - max), non-finite flag]
+@group(0) @binding(4) var<storage, read_write> result: array<f32>;
 
 const WG: u32 = 256u;
-var<workgroup> scratch: array<f32, 256>;
+var<workgroup> maxes: array<f32, 256>;
+var<workgroup> sums: array<f32, 256>;
 var<workgroup> bad: atomic<u32>;
 
 fn value(i: u32) -> f32 {
-    if (params.is_f16 == 1u) {
+    if (IS_F16 == 1u) {
         let pair = unpack2x16float(logits[i / 2u]);
         return select(pair.x, pair.y, (i & 1u) == 1u);
     }
@@ -36,50 +49,49 @@ fn non_finite(v: f32) -> bool {
 }
 
 @compute @workgroup_size(256)
-fn main(@builtin(local_invocation_index) lid: u32) {
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
     if (lid == 0u) {
         atomicStore(&bad, 0u);
     }
-    let base = params.base;
+    workgroupBarrier();
+    let task = tasks[wid.x];
     // -FLT_MAX by its bits: some WGSL compilers (Tint) refuse the decimal literal.
     var m = bitcast<f32>(0xff7fffffu);
+    var s = 0.0;
+    // Online max and sum: one read of each value.
     for (var i = lid; i < params.width; i += WG) {
-        let v = value(base + i);
+        let v = value(task.base + i);
         if (non_finite(v)) {
             atomicOr(&bad, 1u);
+            continue;
         }
-        m = max(m, v);
-    }
-    scratch[lid] = m;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            scratch[lid] = max(scratch[lid], scratch[lid + s]);
+        if (v > m) {
+            s = s * exp(m - v) + 1.0;
+            m = v;
+        } else {
+            s += exp(v - m);
         }
-        workgroupBarrier();
     }
-    let row_max = scratch[0];
+    maxes[lid] = m;
+    sums[lid] = s;
     workgroupBarrier();
-
-    var acc = 0.0;
-    for (var i = lid; i < params.width; i += WG) {
-        acc += exp(value(base + i) - row_max);
-    }
-    scratch[lid] = acc;
-    workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            scratch[lid] = scratch[lid] + scratch[lid + s];
+    for (var k = WG / 2u; k > 0u; k = k >> 1u) {
+        if (lid < k) {
+            let m1 = maxes[lid];
+            let m2 = maxes[lid + k];
+            let mm = max(m1, m2);
+            sums[lid] = sums[lid] * exp(m1 - mm) + sums[lid + k] * exp(m2 - mm);
+            maxes[lid] = mm;
         }
         workgroupBarrier();
     }
 
-    if (lid < params.n_cols) {
-        result[lid] = value(base + columns[lid]);
+    if (lid < task.n_cols) {
+        result[task.out + lid] = value(task.base + columns[task.col_start + lid]);
     }
     if (lid == 0u) {
-        result[params.n_cols] = row_max;
-        result[params.n_cols + 1u] = scratch[0];
-        result[params.n_cols + 2u] = f32(atomicLoad(&bad));
+        result[task.out + task.n_cols] = maxes[0];
+        result[task.out + task.n_cols + 1u] = sums[0];
+        result[task.out + task.n_cols + 2u] = f32(atomicLoad(&bad));
     }
 }

@@ -15,6 +15,7 @@ pub mod web;
 pub use error::RuntimeError;
 pub use signature::{Dtype, KvPair, Signature, HIDDEN_OUTPUT};
 
+use crate::core::cloze::row_log_prob;
 use crate::core::logits::Logits;
 use crate::core::readout::{read_slots, HeadColumns, SlotReadout};
 
@@ -52,6 +53,15 @@ pub struct RowRead {
     pub slots: SlotReadout,
     pub dims: Vec<usize>,
     pub hidden: Option<Logits>,
+}
+
+/// What a `log_probs_at` run returns: log p(token) at each asked row, the
+/// dims of the logits tensor the graph produced, and the grown past when it
+/// was asked for.
+pub struct Gathered<K> {
+    pub log_probs: Vec<f64>,
+    pub dims: Vec<usize>,
+    pub present: Option<K>,
 }
 
 /// A loaded decoder. Methods are async because onnxruntime-web's are; the
@@ -107,6 +117,21 @@ pub trait Runtime {
         })
     }
 
+    /// Runs `step` after `past` and returns, for each `(row, token)` of `at`,
+    /// the log-softmax of the full logits row `row` at `token` (cloze
+    /// scoring). By default the logits come to the host; a runtime that can
+    /// reduce them where they lie (the GPU kernel of spec §8) overrides this
+    /// so only a few floats per pair come back.
+    async fn log_probs_at(
+        &mut self,
+        step: &Step,
+        past: Option<&Self::Kv>,
+        keep_present: bool,
+        at: &[(usize, u32)],
+    ) -> Result<Gathered<Self::Kv>, RuntimeError> {
+        log_probs_on_host(self, step, past, keep_present, at).await
+    }
+
     /// Several independent steps against the same past; one after another by default.
     async fn run_many(
         &mut self,
@@ -141,4 +166,33 @@ pub trait Runtime {
 
     /// The runtime's own description (library, version, backend).
     fn describe(&self) -> String;
+}
+
+/// `log_probs_at` with the logits brought to the host: the default, and the
+/// fallback of a runtime whose kernel cannot take a run.
+pub(crate) async fn log_probs_on_host<R: Runtime + ?Sized>(
+    rt: &mut R,
+    step: &Step,
+    past: Option<&R::Kv>,
+    keep_present: bool,
+    at: &[(usize, u32)],
+) -> Result<Gathered<R::Kv>, RuntimeError> {
+    let out = rt.run(step, past, keep_present).await?;
+    let lp: Result<Vec<f64>, _> = at
+        .iter()
+        .map(|&(row, token)| row_log_prob(&out.logits, row, token))
+        .collect();
+    match lp {
+        Ok(log_probs) => Ok(Gathered {
+            log_probs,
+            dims: out.logits.dims,
+            present: out.present,
+        }),
+        Err(e) => {
+            if let Some(p) = out.present {
+                rt.release(p);
+            }
+            Err(e.into())
+        }
+    }
 }

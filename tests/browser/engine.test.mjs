@@ -24,6 +24,7 @@ async function scoreStates(source, backend, states, extra = {}, call = {}) {
         const t0 = performance.now();
         const engine = await Engine.load(source, { backend, ortBase: ORT_BASE, ...extra });
         const loadMs = performance.now() - t0;
+        const bytes0 = engine.bytesReadBack(); // after the load-time proofs' reads
         const decisions = [];
         for (const s of states) {
           const state = await engine.prefill(s, call.prefill);
@@ -32,8 +33,9 @@ async function scoreStates(source, backend, states, extra = {}, call = {}) {
         }
         const info = engine.info();
         const live = engine.liveGpuTensors();
+        const bytesScoring = engine.bytesReadBack() - bytes0;
         await engine.dispose();
-        return { decisions, info, live, loadMs, scoreMs: performance.now() - t0 - loadMs };
+        return { decisions, info, live, loadMs, bytesScoring, scoreMs: performance.now() - t0 - loadMs };
       },
       { source, backend, states, ORT_BASE, extra, call },
     );
@@ -125,5 +127,14 @@ test("cloze with content-free calibration: WASM and WebGPU give the native engin
     assert.deepEqual(changed, []);
     assert.ok(worst <= 1e-3, `max |Δp| ${worst}`);
     assert.equal(r.live, 0);
+    if (backend === "webgpu") {
+      // The kernel reduces each option token's row where it lies: 16 bytes
+      // (logit, max, sum, flag) per token come back, for the state and its
+      // content-free baseline together less than one row of the vocabulary.
+      const row = 151936 * 4;
+      console.log(`# cloze on WebGPU: ${r.bytesScoring} bytes read back while scoring (one logits row is ${row})`);
+      assert.equal(r.bytesScoring % 16, 0, `${r.bytesScoring}`);
+      assert.ok(r.bytesScoring > 0 && r.bytesScoring < row, `${r.bytesScoring} bytes`);
+    }
   }
 });

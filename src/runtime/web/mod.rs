@@ -18,12 +18,13 @@ use wasm_bindgen::{JsCast, JsValue};
 
 use self::ort::{InferenceSession, Ort, Tensor};
 use super::{
-    Dtype, ReadSpec, RowRead, RunOutput, Runtime, RuntimeError, Signature, Step, HIDDEN_OUTPUT,
+    Dtype, Gathered, ReadSpec, RowRead, RunOutput, Runtime, RuntimeError, Signature, Step,
+    HIDDEN_OUTPUT,
 };
 use crate::core::logits::Logits;
 use crate::core::readout::{from_gathered, read_slots, HeadColumns};
 use crate::gpu::web::SharedDevice;
-use crate::gpu::GpuReadout;
+use crate::gpu::{GpuReadout, RowTask};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -523,16 +524,19 @@ impl WebRuntime {
         Ok(JsValue::from(buf.clone()))
     }
 
-    /// The GPU path of `read`: logits into our buffer, the kernel reads them.
-    async fn read_on_gpu(
+    /// Runs `step` with its logits written into this engine's buffer on the
+    /// shared device (and the presents kept on the GPU when asked for). The
+    /// logits stay there for the kernel; the dims and dtype say how to read them.
+    async fn run_into_gpu(
         &mut self,
         step: &Step,
         past: Option<&WebKv>,
-        spec: &ReadSpec<'_>,
-    ) -> Result<RowRead, RuntimeError> {
+        keep_present: bool,
+        width: usize,
+    ) -> Result<(Object, [usize; 3], bool), RuntimeError> {
         self.check_device()?;
         let rows = self.logits_rows.unwrap_or(step.input_ids.len());
-        let width = self.logits_width.unwrap_or(spec.head.width());
+        let width = self.logits_width.unwrap_or(width);
         let f16 = self.signature.logits_dtype == Dtype::F16;
         let dims = [1usize, rows, width];
         let bytes = (rows * width * if f16 { 2 } else { 4 }) as u64;
@@ -543,9 +547,13 @@ impl WebRuntime {
             .map_err(RuntimeError::Gpu)?;
         let fetches = Object::new();
         ort::set(&fetches, "logits", &tensor);
-        let hidden_wanted = self.signature.exposes_hidden();
-        if hidden_wanted {
+        if self.signature.exposes_hidden() {
             ort::set(&fetches, HIDDEN_OUTPUT, &JsValue::NULL);
+        }
+        if keep_present {
+            for n in self.present_names().iter() {
+                ort::set(&fetches, &n.as_string().unwrap_or_default(), &JsValue::NULL);
+            }
         }
         let out = self
             .run_fetch(step, past, &fetches)
@@ -556,13 +564,16 @@ impl WebRuntime {
                 )),
                 other => other,
             })?;
-        let hidden = if hidden_wanted {
-            Some(self.take_hidden(&out).await?)
-        } else {
-            None
-        };
-        let cols: Vec<u32> = spec.columns.iter().map(|&c| c as u32).collect();
-        let want_lse = spec.allowed_mass && matches!(spec.head, HeadColumns::Vocab { .. });
+        Ok((out, dims, f16))
+    }
+
+    /// The kernel over the logits `run_into_gpu` left in our buffer.
+    async fn read_rows_on_gpu(
+        &mut self,
+        dims: [usize; 3],
+        f16: bool,
+        tasks: &[RowTask<'_>],
+    ) -> Result<Vec<crate::gpu::GpuSlots>, RuntimeError> {
         let gpu = self
             .gpu
             .as_ref()
@@ -571,20 +582,92 @@ impl WebRuntime {
             .logits_buf
             .as_ref()
             .ok_or_else(|| RuntimeError::Gpu("no logits buffer".into()))?;
-        let g = match gpu.read(buf, dims, f16, &cols).await {
-            Ok(g) => g,
+        match gpu.read_rows(buf, dims, f16, tasks).await {
+            Ok(g) => {
+                self.read_back += g.iter().map(|s| s.bytes_read_back as u64).sum::<u64>();
+                Ok(g)
+            }
             Err(e) => {
                 self.check_device()?;
-                return Err(RuntimeError::Gpu(e.to_string()));
+                Err(RuntimeError::Gpu(e.to_string()))
             }
+        }
+    }
+
+    /// The GPU path of `read`: logits into our buffer, the kernel reads them.
+    async fn read_on_gpu(
+        &mut self,
+        step: &Step,
+        past: Option<&WebKv>,
+        spec: &ReadSpec<'_>,
+    ) -> Result<RowRead, RuntimeError> {
+        let (out, dims, f16) = self
+            .run_into_gpu(step, past, false, spec.head.width())
+            .await?;
+        let hidden = if self.signature.exposes_hidden() {
+            Some(self.take_hidden(&out).await?)
+        } else {
+            None
         };
-        self.read_back += g.bytes_read_back as u64;
+        let cols: Vec<u32> = spec.columns.iter().map(|&c| c as u32).collect();
+        let want_lse = spec.allowed_mass && matches!(spec.head, HeadColumns::Vocab { .. });
+        let task = RowTask {
+            row: dims[1] - 1,
+            columns: &cols,
+        };
+        let mut g = self.read_rows_on_gpu(dims, f16, &[task]).await?;
+        let g = g.remove(0);
         let slots = from_gathered(g.logits, want_lse.then_some(g.log_sum_exp));
         Ok(RowRead {
             slots,
             dims: dims.to_vec(),
             hidden,
         })
+    }
+
+    /// The GPU path of `log_probs_at`: one task per (row, token), one
+    /// dispatch, four floats back per pair instead of the rows.
+    async fn log_probs_on_gpu(
+        &mut self,
+        step: &Step,
+        past: Option<&WebKv>,
+        keep_present: bool,
+        at: &[(usize, u32)],
+    ) -> Result<Gathered<WebKv>, RuntimeError> {
+        let width = self
+            .logits_width
+            .ok_or_else(|| RuntimeError::Gpu("the graph's logits width is not fixed".into()))?;
+        let (out, dims, f16) = self.run_into_gpu(step, past, keep_present, width).await?;
+        if self.signature.exposes_hidden() {
+            Self::output(&out, HIDDEN_OUTPUT)?.dispose();
+        }
+        let present = if keep_present {
+            Some(self.keep_present(&out)?)
+        } else {
+            None
+        };
+        let cols: Vec<[u32; 1]> = at.iter().map(|&(_, t)| [t]).collect();
+        let tasks: Vec<RowTask> = at
+            .iter()
+            .zip(&cols)
+            .map(|(&(row, _), c)| RowTask { row, columns: c })
+            .collect();
+        match self.read_rows_on_gpu(dims, f16, &tasks).await {
+            Ok(g) => Ok(Gathered {
+                log_probs: g
+                    .iter()
+                    .map(|s| s.logits[0] as f64 - s.log_sum_exp)
+                    .collect(),
+                dims: dims.to_vec(),
+                present,
+            }),
+            Err(e) => {
+                if let Some(p) = present {
+                    self.release(p);
+                }
+                Err(e)
+            }
+        }
     }
 }
 
@@ -662,6 +745,21 @@ impl Runtime for WebRuntime {
             dims: out.logits.dims,
             hidden: out.hidden,
         })
+    }
+
+    async fn log_probs_at(
+        &mut self,
+        step: &Step,
+        past: Option<&WebKv>,
+        keep_present: bool,
+        at: &[(usize, u32)],
+    ) -> Result<Gathered<WebKv>, RuntimeError> {
+        // The kernel needs the row width before the run (the logits buffer
+        // is ours); a graph whose vocabulary axis is dynamic reads on the host.
+        if self.gpu.is_some() && self.logits_width.is_some() {
+            return self.log_probs_on_gpu(step, past, keep_present, at).await;
+        }
+        super::log_probs_on_host(self, step, past, keep_present, at).await
     }
 
     /// One batched run of equal-length steps against `past` (repeated to
