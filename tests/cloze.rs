@@ -9,7 +9,7 @@ use common::*;
 use readout::core::cloze::cloze_probs;
 use readout::core::debias::Debias;
 use readout::core::fixture::Criterion;
-use readout::core::mode::{Calibration, ClozeScore, Mode, PromptStyle};
+use readout::core::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
 use readout::engine::{EngineError, ScoreOptions};
 
 const EVIDENCE: &str = "The invoice was paid in full on 3 March. The customer asked for a refund on the shipping fee, which was granted.";
@@ -37,6 +37,14 @@ fn cloze(calibration: Calibration) -> ScoreOptions {
     }
 }
 
+/// The chat prompt, letters' default instruction.
+fn chat() -> HeadStyle {
+    HeadStyle {
+        prompt: PromptStyle::Chat,
+        mode: Mode::Letters,
+    }
+}
+
 fn max_abs(a: &[Vec<f64>], b: &[Vec<f64>]) -> f64 {
     assert_eq!(a.len(), b.len());
     a.iter()
@@ -53,7 +61,11 @@ fn max_abs(a: &[Vec<f64>], b: &[Vec<f64>]) -> f64 {
 fn cached_equals_uncached(model: &str, prompt: PromptStyle) {
     let mut e = engine(model);
     block_on(async {
-        let id = e.prefill_with(&state(EVIDENCE), prompt).await.unwrap();
+        let style = HeadStyle {
+            prompt,
+            mode: Mode::Cloze,
+        };
+        let id = e.prefill_with(&state(EVIDENCE), style).await.unwrap();
         for c in crits() {
             let cached = e.cloze_log_probs(id, &c, false).await.unwrap();
             let reference = e.cloze_log_probs(id, &c, true).await.unwrap();
@@ -332,7 +344,7 @@ fn chat_without_a_template_or_with_a_bad_split_is_refused_by_name() {
     let mut e = readout::model_dir::open_engine(&dir, &opts()).unwrap();
     block_on(async {
         check(
-            e.prefill_with(&state(EVIDENCE), PromptStyle::Chat).await,
+            e.prefill_with(&state(EVIDENCE), chat()).await,
             "has no chat template",
         );
         let id = e.prefill(&state(EVIDENCE)).await.unwrap();
@@ -353,7 +365,7 @@ fn chat_without_a_template_or_with_a_bad_split_is_refused_by_name() {
     let mut e = readout::model_dir::open_engine(&dir, &opts()).unwrap();
     block_on(async {
         let s = state(EVIDENCE);
-        let id = e.prefill_with(&s, PromptStyle::Chat).await.unwrap();
+        let id = e.prefill_with(&s, chat()).await.unwrap();
         let c = criterion("q", "d?", &["yes", "no"]);
         let r = e.score(id, &c, &cloze(Calibration::None)).await;
         let msg = r.err().map(|x| x.to_string()).unwrap_or_default();
@@ -367,5 +379,51 @@ fn chat_without_a_template_or_with_a_bad_split_is_refused_by_name() {
         e.score(id, &c, &ScoreOptions::default()).await.unwrap();
         let plain = e.prefill(&s).await.unwrap();
         e.score(plain, &c, &cloze(Calibration::None)).await.unwrap();
+    });
+}
+
+/// A state without an instruction prefilled for cloze carries the cloze
+/// instruction: it decides exactly as the same state given that instruction
+/// outright, and not as the letters head does.
+#[test]
+fn a_head_prefilled_for_cloze_carries_the_cloze_instruction() {
+    use readout::core::prompt::{CLOZE_INSTRUCTION, DEFAULT_INSTRUCTION};
+    assert_ne!(CLOZE_INSTRUCTION, DEFAULT_INSTRUCTION);
+    let mut e = engine(Q4);
+    block_on(async {
+        let bare = state(EVIDENCE);
+        let given = readout::core::fixture::StateSpec {
+            instruction: Some(CLOZE_INSTRUCTION.to_string()),
+            ..state(EVIDENCE)
+        };
+        let for_cloze = HeadStyle {
+            prompt: PromptStyle::Plain,
+            mode: Mode::Cloze,
+        };
+        let a = e.prefill_with(&bare, for_cloze).await.unwrap();
+        let b = e.prefill(&given).await.unwrap();
+        let letters = e.prefill(&bare).await.unwrap();
+        assert_eq!(e.head_tokens(a).unwrap(), e.head_tokens(b).unwrap());
+        assert_ne!(e.head_tokens(a).unwrap(), e.head_tokens(letters).unwrap());
+        for c in crits() {
+            let o = cloze(Calibration::ContentFree);
+            let (da, db, dl) = (
+                e.score(a, &c, &o).await.unwrap(),
+                e.score(b, &c, &o).await.unwrap(),
+                e.score(letters, &c, &o).await.unwrap(),
+            );
+            assert_eq!(da.p(), db.p(), "{}: same head, same decision", c.id);
+            let moved = da
+                .p()
+                .iter()
+                .zip(dl.p())
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0, f64::max);
+            assert!(
+                moved > 1e-9,
+                "{}: the letters head decided the same ({moved:e})",
+                c.id
+            );
+        }
     });
 }

@@ -273,7 +273,8 @@ async function run() {
     setStatus("running", "reading the evidence…");
     const t0 = performance.now();
     const instruction = $("instruction").value.trim();
-    state = await engine.prefill({ instruction: instruction || undefined, evidence: $("evidence").value }, { prompt });
+    // The head is written for the mode it will be read in (its default instruction differs).
+    state = await engine.prefill({ instruction: instruction || undefined, evidence: $("evidence").value }, { prompt, mode: opts.mode });
     const prefillMs = performance.now() - t0;
     let done = 0;
     let total = 0;

@@ -24,7 +24,7 @@ use self::load::{LoadOptions, LoadReport};
 use crate::core::backend::Requested;
 use crate::core::debias::Debias;
 use crate::core::fixture::{Criterion, StateSpec};
-use crate::core::mode::{Calibration, ClozeScore, Mode, PromptStyle};
+use crate::core::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
 use crate::engine::{Engine as CoreEngine, EngineInfo, ScoreOptions, StateId};
 use crate::runtime::web::ort::get;
 use crate::runtime::web::WebRuntime;
@@ -67,8 +67,11 @@ export interface ScoreOptions {
   debias?: "none" | "cyclic";
   allowedMass?: boolean;
 }
-/** The prompt a state is prefilled in: "plain" text or the model's own chat template. */
-export interface PrefillOptions { prompt?: "plain" | "chat"; }
+/** How the state's head is written. `prompt`: "plain" text or the model's own
+ *  chat template. `mode`: the readout it will be read with,
+ *  which picks the default instruction when the state has none (a letters
+ *  head asks for a letter, a cloze head for the answer); default: the model's. */
+export interface PrefillOptions { prompt?: "plain" | "chat"; mode?: "letters" | "cloze"; }
 /** Every refusal is an Error carrying these: branch on `code`, not on the message. */
 export interface ReadoutError extends Error {
   /** A stable snake_case name, e.g. "too_many_options", "mode_needs_stock_graph", "unknown_field". */
@@ -276,7 +279,7 @@ struct JsScoreOptions {
 
 const SCORE_OPTION_FIELDS: &[&str] =
     &["debias", "allowedMass", "mode", "clozeScore", "calibration"];
-const PREFILL_OPTION_FIELDS: &[&str] = &["prompt"];
+const PREFILL_OPTION_FIELDS: &[&str] = &["prompt", "mode"];
 
 /// A string option parsed by the engine type's own names; anything else is
 /// refused naming the field and the values it takes.
@@ -361,13 +364,17 @@ impl JsScoreOptions {
 }
 
 /// `{ prompt }` for a prefill; `None`: the engine's default.
-fn prefill_prompt(v: &JsValue) -> Result<Option<PromptStyle>, JsValue> {
+/// The prefill's options: what was given of the prompt style and the mode.
+fn prefill_options(v: &JsValue) -> Result<(Option<PromptStyle>, Option<Mode>), JsValue> {
     if v.is_undefined() || v.is_null() {
-        return Ok(None);
+        return Ok((None, None));
     }
-    options_object(v, "options", "{ prompt: \"chat\" }")?;
+    options_object(v, "options", "{ prompt: \"chat\", mode: \"cloze\" }")?;
     known_keys(v, "options", PREFILL_OPTION_FIELDS)?;
-    enum_field(v, "prompt", "\"plain\", \"chat\"")
+    Ok((
+        enum_field(v, "prompt", "\"plain\", \"chat\"")?,
+        enum_field(v, "mode", "\"letters\", \"cloze\"")?,
+    ))
 }
 
 #[wasm_bindgen]
@@ -421,11 +428,15 @@ impl Engine {
         let shared = self.shared.clone();
         future_to_promise(async move {
             let spec: StateSpec = fixture_from_js(state, "state")?;
-            let prompt = prefill_prompt(&options)?;
+            let (prompt, mode) = prefill_options(&options)?;
             let (id, tokens) = shared
                 .with(async |e| {
-                    let prompt = prompt.unwrap_or(e.readout_defaults().prompt);
-                    let id = e.prefill_with(&spec, prompt).await?;
+                    let d = e.readout_defaults();
+                    let style = HeadStyle {
+                        prompt: prompt.unwrap_or(d.prompt),
+                        mode: mode.unwrap_or(d.mode),
+                    };
+                    let id = e.prefill_with(&spec, style).await?;
                     Ok((id, e.head_tokens(id)?))
                 })
                 .await?;

@@ -108,7 +108,7 @@ pub fn run(
     pollster::block_on(async {
         for s in &states {
             bar.set_message(s.id.clone());
-            let id = engine.prefill_with(s, readout.prompt).await?;
+            let id = engine.prefill_with(s, readout.head_style()).await?;
             for c in &s.criteria {
                 let d = engine.score(id, c, &so).await?;
                 score_ms += d.ms;

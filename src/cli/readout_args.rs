@@ -5,7 +5,7 @@
 use serde::de::DeserializeOwned;
 
 use crate::core::debias::Debias;
-use crate::core::mode::{Calibration, ClozeScore, Mode, PromptStyle};
+use crate::core::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
 use crate::engine::ScoreOptions;
 
 fn parse<T: DeserializeOwned>(s: &str) -> Result<T, String> {
@@ -35,6 +35,14 @@ pub struct ReadoutArgs {
 }
 
 impl ReadoutArgs {
+    /// The head a state is prefilled in: this prompt, and this mode's default instruction.
+    pub fn head_style(&self) -> HeadStyle {
+        HeadStyle {
+            prompt: self.prompt,
+            mode: self.mode,
+        }
+    }
+
     pub fn score_options(&self) -> ScoreOptions {
         ScoreOptions {
             debias: self.debias,

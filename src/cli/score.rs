@@ -61,7 +61,7 @@ pub fn run(
     let mut engine = open_engine(&crate::model_dir::resolve(model)?, opts)?;
     let so = readout.score_options();
     pollster::block_on(async {
-        let id = engine.prefill_with(&state, readout.prompt).await?;
+        let id = engine.prefill_with(&state, readout.head_style()).await?;
         let decisions = engine.score_all(id, &state.criteria, &so).await?;
         let check = if check {
             let mut max_abs_dp: f64 = 0.0;

@@ -69,6 +69,15 @@ impl PromptStyle {
     }
 }
 
+/// How a state's head is written: the prompt style, and the readout mode
+/// whose default instruction it carries when the state gives none (a letters
+/// head asks for a letter; a cloze head asks for the answer itself).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HeadStyle {
+    pub prompt: PromptStyle,
+    pub mode: Mode,
+}
+
 /// A whole readout choice: what a model serves when a call does not say (per
 /// models.json entry, the best measured combination for that graph; else
 /// letters in the plain prompt), and what a decision reports it ran.
@@ -83,4 +92,14 @@ pub struct ReadoutChoice {
     pub calibration: Calibration,
     #[serde(default)]
     pub prompt: PromptStyle,
+}
+
+impl ReadoutChoice {
+    /// The head a state read with this choice is prefilled in.
+    pub fn head_style(&self) -> HeadStyle {
+        HeadStyle {
+            prompt: self.prompt,
+            mode: self.mode,
+        }
+    }
 }

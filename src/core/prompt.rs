@@ -2,6 +2,7 @@
 //! separately; any full-prompt reference concatenates the two id lists.
 
 use super::fixture::Criterion;
+use super::mode::Mode;
 
 /// Answer letters, in the order options are shown.
 pub const LETTERS: &str = "ABCDEFGHIJKLMNOPQRST";
@@ -17,6 +18,21 @@ pub const CONTENT_FREE_EVIDENCE: &str = "N/A";
 /// Works with base and instruct models alike: plain text, no chat markup.
 pub const DEFAULT_INSTRUCTION: &str = "Read the evidence below. Then answer each criterion \
 by choosing the one option the evidence supports, and reply with that option's letter.";
+
+/// The default instruction of a head prefilled for cloze. Measured on
+/// SmolLM2-135M-Instruct over the authored fixture (cloze, sum, content-free,
+/// plain): the letters instruction above gives accuracy 0.584; this one,
+/// which does not ask for a letter the readout never reads, 0.674.
+pub const CLOZE_INSTRUCTION: &str =
+    "Read the evidence below. Then answer each question from the evidence.";
+
+/// The instruction a head carries when its state gives none.
+pub fn default_instruction(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Letters => DEFAULT_INSTRUCTION,
+        Mode::Cloze => CLOZE_INSTRUCTION,
+    }
+}
 
 pub fn letter(index: usize) -> char {
     LETTERS.as_bytes()[index] as char

@@ -19,7 +19,9 @@ use super::convention::Convention;
 /// content-free twin) are rendered the same way.
 #[derive(Debug, Clone)]
 pub(super) struct HeadText {
-    pub instruction: Option<String>,
+    /// The instruction the head carries: the state's own, or the default of
+    /// the mode it was prefilled for.
+    pub instruction: String,
     /// The plain contract's head text (`render_head`).
     pub body: String,
     pub prompt: PromptStyle,
@@ -30,7 +32,7 @@ fn baseline_key(head: &HeadText, mode: Mode, c: &Criterion, order: Option<&[usiz
     let mut k = format!(
         "{}\u{0}{}\u{0}{}\u{0}{}",
         head.prompt.name(),
-        head.instruction.as_deref().unwrap_or("\u{1}default"),
+        head.instruction,
         mode.name(),
         c.question
     );
@@ -303,7 +305,7 @@ impl<R: Runtime> Engine<R> {
         }
         let cf = HeadText {
             instruction: head.instruction.clone(),
-            body: render_head(head.instruction.as_deref(), CONTENT_FREE_EVIDENCE),
+            body: render_head(Some(&head.instruction), CONTENT_FREE_EVIDENCE),
             prompt: head.prompt,
         };
         let cf_ids = self

@@ -27,8 +27,8 @@ use crate::core::debias::{combine, orders, Debias};
 use crate::core::decision::Decision;
 use crate::core::fixture::{Criterion, StateSpec};
 use crate::core::head_rows::HeadRows;
-use crate::core::mode::{Calibration, ClozeScore, Mode, PromptStyle, ReadoutChoice};
-use crate::core::prompt::{render_head, render_suffix, MAX_OPTIONS};
+use crate::core::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice};
+use crate::core::prompt::{default_instruction, render_head, render_suffix, MAX_OPTIONS};
 use crate::core::readout::SlotReadout;
 use crate::core::slot_map::SlotMap;
 use crate::core::tokenizer::TextTokenizer;
@@ -251,17 +251,19 @@ impl<R: Runtime> Engine<R> {
         Ok(())
     }
 
-    /// Runs the head once, in the plain prompt, and keeps its KV.
+    /// Runs the head once, in the plain prompt for letters, and keeps its KV.
     pub async fn prefill(&mut self, state: &StateSpec) -> Result<StateId, EngineError> {
-        self.prefill_with(state, PromptStyle::Plain).await
+        self.prefill_with(state, HeadStyle::default()).await
     }
 
-    /// Runs the head once in `prompt` and keeps its KV; every criterion
-    /// scored against the state is rendered the same way.
+    /// Runs the head once in `style` and keeps its KV; every criterion
+    /// scored against the state is rendered the same way. A state without an
+    /// instruction gets the default of `style.mode`; it can still be scored
+    /// in the other mode.
     pub async fn prefill_with(
         &mut self,
         state: &StateSpec,
-        prompt: PromptStyle,
+        style: HeadStyle,
     ) -> Result<StateId, EngineError> {
         // The instruction alone would still tokenise to something: check the
         // evidence itself, or an empty state is scored as if it said nothing.
@@ -271,9 +273,14 @@ impl<R: Runtime> Engine<R> {
             }
             .into());
         }
+        let prompt = style.prompt;
+        let instruction = state
+            .instruction
+            .clone()
+            .unwrap_or_else(|| default_instruction(style.mode).to_string());
         let head = HeadText {
-            instruction: state.instruction.clone(),
-            body: render_head(state.instruction.as_deref(), &state.evidence),
+            body: render_head(Some(&instruction), &state.evidence),
+            instruction,
             prompt,
         };
         let head_ids = self
@@ -323,7 +330,7 @@ impl<R: Runtime> Engine<R> {
         }
         // Raw ids have no text: read through `read_ids`, not scored.
         let head = HeadText {
-            instruction: None,
+            instruction: String::new(),
             body: String::new(),
             prompt: PromptStyle::Plain,
         };

@@ -114,7 +114,7 @@ test("cloze with content-free calibration: WASM and WebGPU give the native engin
   for (const [prompt, backend, states] of runs) {
     natives[prompt] ??= nativeDecisions(TINY, ["--mode", "cloze", "--calibration", "content-free", "--prompt", prompt]);
     const r = await scoreStates(`/models/${TINY}/`, backend, states, {}, {
-      prefill: { prompt },
+      prefill: { prompt, mode: "cloze" },
       score: { mode: "cloze", calibration: "content-free" },
     });
     assert.equal(r.info.backend, backend);
