@@ -2,8 +2,12 @@
 //! engine over the native runtime. Accepts this project's `models/<id>/`
 //! layout and the onnx-community one (`onnx/model_q4f16.onnx`, ...).
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use sha2::{Digest, Sha256};
+
+use crate::core::catalog::Catalog;
 use crate::core::config::ModelConfig;
 use crate::core::tokenizer::TextTokenizer;
 use crate::engine::{Engine, EngineError, ModelAssets};
@@ -145,9 +149,7 @@ impl ModelDir {
 pub fn resolve(arg: &Path) -> Result<PathBuf, EngineError> {
     let s = arg.to_string_lossy();
     match s.split_once(".json#") {
-        Some((catalog, id)) => {
-            crate::export::catalog::checked_dir(Path::new(&format!("{catalog}.json")), id)
-        }
+        Some((catalog, id)) => checked_dir(Path::new(&format!("{catalog}.json")), id),
         None => Ok(arg.to_path_buf()),
     }
 }
@@ -158,4 +160,57 @@ pub fn open_engine(
     opts: &NativeOptions,
 ) -> Result<Engine<NativeRuntime>, EngineError> {
     pollster::block_on(ModelDir::open(path)?.engine(opts))
+}
+
+/// A file's size and sha256, read in 1 MiB pieces.
+pub fn sha256_file(path: &Path) -> Result<(u64, String), std::io::Error> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut n = 0u64;
+    loop {
+        let k = f.read(&mut buf)?;
+        if k == 0 {
+            break;
+        }
+        h.update(&buf[..k]);
+        n += k as u64;
+    }
+    Ok((n, h.finalize().iter().map(|b| format!("{b:02x}")).collect()))
+}
+
+/// Finds `id` in `catalog_path` and checks every file's size and sha256;
+/// returns the model directory.
+pub fn checked_dir(catalog_path: &Path, id: &str) -> Result<PathBuf, EngineError> {
+    let file_err = |p: &Path, m: String| EngineError::ModelFile {
+        file: p.display().to_string(),
+        message: m,
+    };
+    let text =
+        std::fs::read_to_string(catalog_path).map_err(|e| file_err(catalog_path, e.to_string()))?;
+    let cat = Catalog::parse(&text).map_err(|e| file_err(catalog_path, e))?;
+    let e = cat.find(id).map_err(|e| file_err(catalog_path, e))?;
+    let base = catalog_path.parent().unwrap_or(Path::new("."));
+    let mut graph_dir = None;
+    for f in &e.files {
+        let p = base.join(&f.url);
+        let (bytes, sha) = sha256_file(&p)
+            .map_err(|err| file_err(&p, format!("missing or unreadable ({err})")))?;
+        if bytes != f.bytes {
+            return Err(file_err(
+                &p,
+                format!("is {bytes} bytes; models.json says {}", f.bytes),
+            ));
+        }
+        if sha != f.sha256 {
+            return Err(file_err(
+                &p,
+                format!("sha256 {sha} differs from models.json's {}", f.sha256),
+            ));
+        }
+        if f.role == "graph" {
+            graph_dir = p.parent().map(Path::to_path_buf);
+        }
+    }
+    graph_dir.ok_or_else(|| file_err(catalog_path, format!("entry {id} lists no graph")))
 }

@@ -398,7 +398,8 @@ fn exposed_hidden_state_reproduces_the_logits_and_a_wrong_row_is_caught() {
 
 #[test]
 fn models_json_records_measured_files_and_refuses_a_changed_one() {
-    use readout::export::catalog::{build, checked_dir};
+    use readout::export::catalog::build;
+    use readout::model_dir::checked_dir;
     let base = temp_dir("catalog");
     let models = base.join("models");
     copy_model(Q4, &models.join(Q4));

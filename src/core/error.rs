@@ -121,7 +121,7 @@ impl CoreError {
         match self {
             TooFewOptions { .. } => i("too_few_options")
                 .field("options")
-                .limit(super::prompt::MIN_OPTIONS),
+                .limit(super::fixture::MIN_OPTIONS),
             TooManyOptions { limit, .. } => i("too_many_options").field("options").limit(*limit),
             DuplicateOptionId { .. } => i("duplicate_option_id").field("options[].id"),
             EmptyField { field, .. } => i("empty_field").field(*field),

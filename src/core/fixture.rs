@@ -6,8 +6,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::mode::Mode;
-use super::prompt::{MAX_CLOZE_OPTIONS, MAX_OPTIONS, MIN_OPTIONS};
 use super::CoreError;
+
+/// The option limits of a criterion. Letters: one option per answer letter
+/// (`prompt::LETTERS`).
+pub const MIN_OPTIONS: usize = 2;
+pub const MAX_OPTIONS: usize = 20;
+/// Cloze reads the options' text, not letters: one run per option bounds it.
+pub const MAX_CLOZE_OPTIONS: usize = 64;
 
 // Unknown fields are refused (deny_unknown_fields, and before it
 // `check_fields`, which names the nearest known field): a typo such as

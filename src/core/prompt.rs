@@ -1,15 +1,13 @@
 //! The prompt contract (spec §3). Head and suffix are rendered and tokenised
 //! separately; any full-prompt reference concatenates the two id lists.
 
-use super::fixture::Criterion;
+use super::fixture::{Criterion, MAX_OPTIONS};
 use super::mode::Mode;
 
 /// Answer letters, in the order options are shown.
 pub const LETTERS: &str = "ABCDEFGHIJKLMNOPQRST";
-pub const MIN_OPTIONS: usize = 2;
-pub const MAX_OPTIONS: usize = 20;
-/// Cloze reads the options' text, not letters: one run per option bounds it.
-pub const MAX_CLOZE_OPTIONS: usize = 64;
+// One letter per option a letters criterion may have.
+const _: () = assert!(LETTERS.len() == MAX_OPTIONS);
 
 /// The evidence of the content-free baseline: says nothing, so what the model
 /// prefers after it is its prior over the options (calibration divides it out).

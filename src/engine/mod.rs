@@ -25,10 +25,11 @@ use crate::core::cloze::{
 use crate::core::config::ModelConfig;
 use crate::core::debias::{combine, orders, Debias};
 use crate::core::decision::Decision;
+use crate::core::fixture::MAX_OPTIONS;
 use crate::core::fixture::{Criterion, StateSpec};
 use crate::core::head_rows::HeadRows;
 use crate::core::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice};
-use crate::core::prompt::{default_instruction, render_head, render_suffix, MAX_OPTIONS};
+use crate::core::prompt::{default_instruction, render_head, render_suffix};
 use crate::core::readout::SlotReadout;
 use crate::core::slot_map::SlotMap;
 use crate::core::tokenizer::TextTokenizer;
