@@ -175,8 +175,9 @@ fn kernel_refuses_non_finite_rows_and_bad_requests() {
 }
 
 /// The cloze gather: log p(token) at many rows of one tensor, in one
-/// dispatch, against the CPU log-softmax of the same rows; and the scratch
-/// buffers are made once, not per call.
+/// dispatch, against the CPU log-softmax of the same rows, both as row tasks
+/// (logit, max, sum back) and folded on the GPU (one float back per pair);
+/// and the scratch buffers are made once, not per call.
 #[test]
 fn row_tasks_equal_cpu_log_softmax_and_reuse_their_buffers() {
     use readout::core::cloze::row_log_prob;
@@ -207,6 +208,7 @@ fn row_tasks_equal_cpu_log_softmax_and_reuse_their_buffers() {
             .collect();
         let before = g.allocations();
         let mut max_d = 0.0f64;
+        let mut max_fold = 0.0f64;
         for _ in 0..3 {
             let got = block_on(g.read_rows(&buf, [1, s, w], f16, &tasks)).unwrap();
             assert_eq!(got.len(), tasks.len());
@@ -216,7 +218,19 @@ fn row_tasks_equal_cpu_log_softmax_and_reuse_their_buffers() {
                 let cpu_lp = row_log_prob(&logits, t.row, t.columns[0]).unwrap();
                 max_d = max_d.max((gpu_lp - cpu_lp).abs());
             }
+            let pairs: Vec<(usize, u32)> = tasks.iter().map(|t| (t.row, t.columns[0])).collect();
+            let (folded, bytes) = block_on(g.read_log_probs(&buf, [1, s, w], f16, &pairs)).unwrap();
+            assert_eq!(bytes, 4 * pairs.len(), "one float per pair");
+            for (&(row, tok), lp) in pairs.iter().zip(&folded) {
+                let cpu_lp = row_log_prob(&logits, row, tok).unwrap();
+                max_fold = max_fold.max((lp - cpu_lp).abs());
+            }
         }
+        assert!(
+            max_fold < 2e-5,
+            "f16 {f16}: folded log p differ by {max_fold:e}"
+        );
+        eprintln!("folded, f16 {f16}: max |Δ log p| {max_fold:e}");
         assert!(
             max_d < 2e-5,
             "f16 {f16}: GPU vs CPU log p differ by {max_d:e}"
@@ -262,4 +276,14 @@ fn row_tasks_equal_cpu_log_softmax_and_reuse_their_buffers() {
         }],
     ))
     .unwrap();
+    // A non-finite value in a folded row is refused by name, not returned as NaN.
+    let mut data = synthetic(2 * 100, 10);
+    data[150] = f32::NEG_INFINITY;
+    let buf = g.upload(&bytes_f32(&data));
+    let err = block_on(g.read_log_probs(&buf, [1, 2, 100], false, &[(0, 3), (1, 3)]))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("row 1 is not finite"), "{err}");
+    let (ok, _) = block_on(g.read_log_probs(&buf, [1, 2, 100], false, &[(0, 3)])).unwrap();
+    assert!(ok[0] < 0.0 && ok[0].is_finite());
 }

@@ -26,6 +26,8 @@ struct Task {
     col_start: u32,
     n_cols: u32,
     out: u32,
+    /// 1: one slot, log p of the single column (NaN for a non-finite row).
+    fold: u32,
 }
 
 /// What comes back from the GPU for one criterion.
@@ -44,6 +46,24 @@ pub struct GpuSlots {
 pub struct RowTask<'a> {
     pub row: usize,
     pub columns: &'a [u32],
+}
+
+/// What a dispatch computes per task: the gathered logits with the row's
+/// max, sum and flag (letters), or the log-softmax at one column, folded on
+/// the GPU into one float (cloze).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Slots,
+    LogProb,
+}
+
+impl Kind {
+    fn slots(self, n_cols: usize) -> usize {
+        match self {
+            Self::Slots => n_cols + TAIL,
+            Self::LogProb => 1,
+        }
+    }
 }
 
 /// The buffers every dispatch uses, sized for `tasks` tasks of `cols`
@@ -203,14 +223,103 @@ impl GpuReadout {
         f16: bool,
         tasks: &[RowTask<'_>],
     ) -> Result<Vec<GpuSlots>, GpuError> {
+        self.check(logits, dims, f16, tasks)?;
+        if tasks.is_empty() {
+            return Ok(Vec::new());
+        }
+        let w = dims[2];
+        let raw = self.run_tasks(logits, w, f16, tasks, Kind::Slots).await?;
+        let mut out = Vec::with_capacity(tasks.len());
+        for (t, vals) in tasks.iter().zip(raw) {
+            let n = t.columns.len();
+            if vals[n + 2] != 0.0 {
+                return Err(GpuError::Readout(format!(
+                    "a logit in row {} is not finite",
+                    t.row
+                )));
+            }
+            let (max, sum) = (vals[n] as f64, vals[n + 1] as f64);
+            out.push(GpuSlots {
+                logits: vals[..n].to_vec(),
+                log_sum_exp: max + sum.ln(),
+                bytes_read_back: Kind::Slots.slots(n) * 4,
+            });
+        }
+        Ok(out)
+    }
+
+    /// log p(`token`) under the full row `row`'s softmax, for each pair, in
+    /// one dispatch: the GPU folds each row to one float, so 4 bytes per pair
+    /// come back. Returns the log-probabilities and the bytes mapped back.
+    pub async fn read_log_probs(
+        &self,
+        logits: &wgpu::Buffer,
+        dims: [usize; 3],
+        f16: bool,
+        pairs: &[(usize, u32)],
+    ) -> Result<(Vec<f64>, usize), GpuError> {
+        let cols: Vec<[u32; 1]> = pairs.iter().map(|&(_, t)| [t]).collect();
+        let tasks: Vec<RowTask> = pairs
+            .iter()
+            .zip(&cols)
+            .map(|(&(row, _), c)| RowTask { row, columns: c })
+            .collect();
+        self.check(logits, dims, f16, &tasks)?;
+        if tasks.is_empty() {
+            return Ok((Vec::new(), 0));
+        }
+        let raw = self
+            .run_tasks(logits, dims[2], f16, &tasks, Kind::LogProb)
+            .await?;
+        let mut out = Vec::with_capacity(pairs.len());
+        for (&(row, _), vals) in pairs.iter().zip(raw) {
+            let lp = vals[0];
+            if !lp.is_finite() {
+                return Err(GpuError::Readout(format!(
+                    "a logit in row {row} is not finite"
+                )));
+            }
+            out.push(lp as f64);
+        }
+        Ok((out, pairs.len() * 4))
+    }
+
+    /// Every task in one dispatch and one map (one each per window of rows
+    /// that fits a storage binding); each task's raw slots, in task order.
+    async fn run_tasks(
+        &self,
+        logits: &wgpu::Buffer,
+        width: usize,
+        f16: bool,
+        tasks: &[RowTask<'_>],
+        kind: Kind,
+    ) -> Result<Vec<Vec<f32>>, GpuError> {
+        let elem = if f16 { 2u64 } else { 4 };
+        let mut out = vec![Vec::new(); tasks.len()];
+        for window in windows(tasks, width, elem, &self.device.limits()) {
+            let got = self
+                .dispatch(logits, width, f16, tasks, &window, kind)
+                .await?;
+            for (i, g) in window.into_iter().zip(got) {
+                out[i] = g;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Refuses dims, rows, columns or a buffer the tasks cannot be read from.
+    fn check(
+        &self,
+        logits: &wgpu::Buffer,
+        dims: [usize; 3],
+        f16: bool,
+        tasks: &[RowTask<'_>],
+    ) -> Result<(), GpuError> {
         let [b, s, w] = dims;
         if b != 1 || s == 0 || w == 0 {
             return Err(GpuError::Readout(format!(
                 "logits dims {dims:?}: [1, S >= 1, W] expected"
             )));
-        }
-        if tasks.is_empty() {
-            return Ok(Vec::new());
         }
         for t in tasks {
             if t.columns.is_empty() || t.columns.len() > MAX_COLS {
@@ -239,16 +348,7 @@ impl GpuReadout {
                 logits.size()
             )));
         }
-        let mut out = vec![None; tasks.len()];
-        for window in windows(tasks, w, elem, &self.device.limits()) {
-            let got = self.dispatch(logits, w, f16, tasks, &window).await?;
-            for (i, g) in window.into_iter().zip(got) {
-                out[i] = Some(g);
-            }
-        }
-        out.into_iter()
-            .map(|g| g.ok_or_else(|| GpuError::Readout("a task was not dispatched".into())))
-            .collect()
+        Ok(())
     }
 
     /// Scratch that holds `n_tasks` tasks and `n_cols` columns: the cached
@@ -303,7 +403,7 @@ impl GpuReadout {
     }
 
     /// One dispatch over the tasks of `window` (indices into `tasks`), whose
-    /// rows all lie in one bindable span.
+    /// rows all lie in one bindable span; each task's raw slots, in window order.
     async fn dispatch(
         &self,
         logits: &wgpu::Buffer,
@@ -311,7 +411,8 @@ impl GpuReadout {
         f16: bool,
         tasks: &[RowTask<'_>],
         window: &[usize],
-    ) -> Result<Vec<GpuSlots>, GpuError> {
+        kind: Kind,
+    ) -> Result<Vec<Vec<f32>>, GpuError> {
         let elem = if f16 { 2u64 } else { 4 };
         let first = window.iter().map(|&i| tasks[i].row).min().unwrap_or(0);
         let last = window.iter().map(|&i| tasks[i].row).max().unwrap_or(0);
@@ -331,9 +432,10 @@ impl GpuReadout {
                 col_start: cols.len() as u32,
                 n_cols: t.columns.len() as u32,
                 out: slot,
+                fold: (kind == Kind::LogProb) as u32,
             });
             cols.extend_from_slice(t.columns);
-            slot += (t.columns.len() + TAIL) as u32;
+            slot += kind.slots(t.columns.len()) as u32;
         }
         let scratch = self.scratch(window.len(), cols.len());
         let r = self
@@ -341,49 +443,42 @@ impl GpuReadout {
                 &scratch,
                 logits,
                 (bind_start, bind_size),
-                width,
-                f16,
+                (width, f16),
                 &gpu_tasks,
                 &cols,
             )
             .await;
         self.scratch.set(Some(scratch));
         let vals = r?;
-        let mut out = Vec::with_capacity(window.len());
-        for (t, &i) in gpu_tasks.iter().zip(window) {
-            let at = t.out as usize;
-            let n = t.n_cols as usize;
-            if vals[at + n + 2] != 0.0 {
-                return Err(GpuError::Readout(format!(
-                    "a logit in row {} is not finite",
-                    tasks[i].row
-                )));
-            }
-            let (max, sum) = (vals[at + n] as f64, vals[at + n + 1] as f64);
-            out.push(GpuSlots {
-                logits: vals[at..at + n].to_vec(),
-                log_sum_exp: max + sum.ln(),
-                bytes_read_back: (n + TAIL) * 4,
-            });
-        }
-        Ok(out)
+        Ok(gpu_tasks
+            .iter()
+            .map(|t| {
+                let at = t.out as usize;
+                vals[at..at + kind.slots(t.n_cols as usize)].to_vec()
+            })
+            .collect())
     }
 
-    /// Writes the tasks, dispatches, and maps back the result slots.
-    #[allow(clippy::too_many_arguments)]
+    /// Writes the tasks, dispatches, and maps back their result slots.
     async fn dispatch_with(
         &self,
         scratch: &Scratch,
         logits: &wgpu::Buffer,
         (bind_start, bind_size): (u64, u64),
-        width: usize,
-        f16: bool,
+        (width, f16): (usize, bool),
         tasks: &[Task],
         cols: &[u32],
     ) -> Result<Vec<f32>, GpuError> {
+        let kind = |t: &Task| {
+            if t.fold == 1 {
+                Kind::LogProb
+            } else {
+                Kind::Slots
+            }
+        };
         let out_bytes = tasks
             .iter()
-            .map(|t| (t.n_cols as u64 + TAIL as u64) * 4)
+            .map(|t| kind(t).slots(t.n_cols as usize) as u64 * 4)
             .sum::<u64>();
         let params = Params {
             width: width as u32,

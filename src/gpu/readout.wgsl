@@ -3,7 +3,8 @@
 // row to its maximum and sum of exponentials in one online pass, so the host
 // reads back n + 3 floats per task instead of the row. The letters readout is
 // one task at the last row; a cloze run is one task per option token, each at
-// the row that predicts it (one column).
+// the row that predicts it (one column), folded here into one float: the
+// token's log-softmax.
 //
 // Only the tasks' rows are bound (from an aligned offset), so a long [1, S, V]
 // tensor never exceeds the device's storage-binding limit.
@@ -20,14 +21,16 @@ struct Task {
     base: u32,       // the row's first value, counted from the start of the binding
     col_start: u32,  // first of this task's columns in `columns`
     n_cols: u32,     // columns to gather (<= 64)
-    out: u32,        // first of this task's n_cols + 3 result slots
+    out: u32,        // first of this task's result slots
+    fold: u32,       // 1: one slot, x[column] - ln Σ exp(x) (NaN for a non-finite row)
 }
 
 @group(0) @binding(0) var<storage, read> logits: array<u32>;
 @group(0) @binding(1) var<storage, read> tasks: array<Task>;
 @group(0) @binding(2) var<storage, read> columns: array<u32>;
 @group(0) @binding(3) var<uniform> params: Params;
-// Per task: [gathered logits (n_cols)..., row max, sum of exp(x - max), non-finite flag]
+// Per task: [gathered logits (n_cols)..., row max, sum of exp(x - max), non-finite flag],
+// or, folded, [log p of the one column].
 @group(0) @binding(4) var<storage, read_write> result: array<f32>;
 
 const WG: u32 = 256u;
@@ -86,6 +89,14 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         workgroupBarrier();
     }
 
+    if (task.fold == 1u) {
+        if (lid == 0u) {
+            let lp = value(task.base + columns[task.col_start]) - (maxes[0] + log(sums[0]));
+            // NaN by its bits: the host refuses the row by name.
+            result[task.out] = select(lp, bitcast<f32>(0x7fc00000u), atomicLoad(&bad) != 0u);
+        }
+        return;
+    }
     if (lid < task.n_cols) {
         result[task.out + lid] = value(task.base + columns[task.col_start + lid]);
     }

@@ -594,6 +594,33 @@ impl WebRuntime {
         }
     }
 
+    /// log p at each (row, token) of the logits `run_into_gpu` left in our buffer.
+    async fn log_probs_in_gpu(
+        &mut self,
+        dims: [usize; 3],
+        f16: bool,
+        at: &[(usize, u32)],
+    ) -> Result<Vec<f64>, RuntimeError> {
+        let gpu = self
+            .gpu
+            .as_ref()
+            .ok_or_else(|| RuntimeError::Gpu("no shared device".into()))?;
+        let buf = self
+            .logits_buf
+            .as_ref()
+            .ok_or_else(|| RuntimeError::Gpu("no logits buffer".into()))?;
+        match gpu.read_log_probs(buf, dims, f16, at).await {
+            Ok((lp, bytes)) => {
+                self.read_back += bytes as u64;
+                Ok(lp)
+            }
+            Err(e) => {
+                self.check_device()?;
+                Err(RuntimeError::Gpu(e.to_string()))
+            }
+        }
+    }
+
     /// The GPU path of `read`: logits into our buffer, the kernel reads them.
     async fn read_on_gpu(
         &mut self,
@@ -626,7 +653,7 @@ impl WebRuntime {
     }
 
     /// The GPU path of `log_probs_at`: one task per (row, token), one
-    /// dispatch, four floats back per pair instead of the rows.
+    /// dispatch, one float back per pair instead of the rows.
     async fn log_probs_on_gpu(
         &mut self,
         step: &Step,
@@ -646,18 +673,9 @@ impl WebRuntime {
         } else {
             None
         };
-        let cols: Vec<[u32; 1]> = at.iter().map(|&(_, t)| [t]).collect();
-        let tasks: Vec<RowTask> = at
-            .iter()
-            .zip(&cols)
-            .map(|(&(row, _), c)| RowTask { row, columns: c })
-            .collect();
-        match self.read_rows_on_gpu(dims, f16, &tasks).await {
-            Ok(g) => Ok(Gathered {
-                log_probs: g
-                    .iter()
-                    .map(|s| s.logits[0] as f64 - s.log_sum_exp)
-                    .collect(),
+        match self.log_probs_in_gpu(dims, f16, at).await {
+            Ok(log_probs) => Ok(Gathered {
+                log_probs,
                 dims: dims.to_vec(),
                 present,
             }),
