@@ -8,7 +8,7 @@
 //   lengths=1,8,16,32,64,96 runs=5 warmup=1 prefix=256 options=4 threads=N
 //   transformers=1 mass=1 modes=1 autorun=1
 // When done: window.benchResult (the JSON) and window.benchDone = true.
-import init, { Engine, ReadoutBench, linearFit, median } from "/pkg/readout.js";
+import init, { Engine, ReadoutBench, defaultThreads, limits, linearFit, median } from "/pkg-diagnostics/readout.js";
 import { fitRatio, maxAbsDiff } from "./compare.mjs";
 
 const ORT_BASE = "/node_modules/onnxruntime-web/dist/";
@@ -38,12 +38,12 @@ function config() {
     model: q.get("model") ?? "smollm2-135m-instruct-q4",
     backend: q.get("backend") ?? "wasm",
     variants: list(q.get("variants") ?? "stock,trimmed,pruned"),
-    lengths: list(q.get("lengths") ?? "1,8,16,32,64,96").map(Number),
+    lengths: q.has("lengths") ? list(q.get("lengths")).map(Number) : limits().sweep.suffixLengths,
     runs: num("runs", 5),
     warmup: num("warmup", 1),
-    prefix: num("prefix", 256),
+    prefix: num("prefix", limits().sweep.prefixTokens),
     options: num("options", 4),
-    threads: num("threads", self.crossOriginIsolated ? Math.min(navigator.hardwareConcurrency || 1, 4) : 1),
+    threads: num("threads", defaultThreads(navigator.hardwareConcurrency || 1, self.crossOriginIsolated)),
     transformers: q.get("transformers") !== "0",
     mass: q.get("mass") !== "0",
     modes: q.get("modes") !== "0",

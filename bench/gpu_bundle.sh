@@ -2,7 +2,7 @@
 # Packs what bench/gpu_check.sh needs on a machine that has a GPU but reaches
 # no package registry: this machine's Chromium (Debian's, as the tests use)
 # with the shared libraries it loads, the GL dispatch libraries an NVIDIA
-# Vulkan driver expects, the package (pkg/), the model's three variants,
+# Vulkan driver expects, the package with its benchmark entry points (pkg-diagnostics/), the model's three variants,
 # models.json, and the onnxruntime-web and transformers.js files the
 # benchmark page imports. Nothing is built here: run scripts/main.sh (the
 # SmolLM2 variants) or scripts/test.sh (the tiny ones) first.
@@ -41,7 +41,7 @@ done
 log() { printf '[gpu_bundle] %s\n' "$*" >&2; }
 chromium_dir=/usr/lib/chromium
 missing=()
-for p in "$chromium_dir/chromium" pkg/readout.js pkg/readout_bg.wasm models.json examples/state.json \
+for p in "$chromium_dir/chromium" pkg-diagnostics/readout.js pkg-diagnostics/readout_bg.wasm models.json examples/state.json \
   "models/$model/model.onnx" "models/$model-trimmed/model.onnx" "models/$model-trimmed-pruned/model.onnx" \
   node_modules/onnxruntime-web/dist node_modules/@huggingface/transformers/dist/transformers.web.js; do
   [ -e "$p" ] || missing+=("$p")
@@ -86,7 +86,7 @@ done
 # What the page serves: the package, the three variants, the catalog, the
 # example state, and the onnxruntime-web / transformers.js files (no source maps, no builds
 # the page does not import).
-cp -rL pkg "$stage/root/pkg"
+cp -rL pkg-diagnostics "$stage/root/pkg-diagnostics"
 for v in "" -trimmed -trimmed-pruned; do cp -rL "models/$model$v" "$stage/root/models/"; done
 cp models.json "$stage/root/"
 # The readout-modes section scores the demo's example state.

@@ -14,7 +14,7 @@
 #       page's sweep on the WebGPU backend (stock, trimmed, pruned+trimmed and
 #       transformers.js), written to FILE.
 #   With no bundle at all, this machine's own Chromium (/usr/bin/chromium)
-#   serves the repository itself (pkg/, models/, node_modules/ built here).
+#   serves the repository itself (pkg-diagnostics/, models/, node_modules/ built here).
 #
 # READOUT_GPU_STAGE sets the stage folder (default /tmp/readout-gpu).
 set -euo pipefail

@@ -1,36 +1,55 @@
 #!/usr/bin/env bash
 # Builds the npm package into pkg/: the crate for wasm32, wasm-bindgen (the
 # CLI version pinned to the crate's in Cargo.lock), wasm-opt when present,
-# and package.json with onnxruntime-web as a peer dependency.
-#   scripts/build_pkg.sh [--dev]   --dev: debug build (faster to compile)
+# and package.json with onnxruntime-web as a peer dependency. Then the same
+# crate with the `diagnostics` feature into pkg-diagnostics/: the benchmark
+# page and the browser tests load that build (its extra entry points are
+# not the product's API).
+#   scripts/build_pkg.sh [--dev]   --dev: debug builds (faster to compile)
+# The tools come from scripts/setup.sh (main.sh and test.sh run it first);
+# this script checks for them and says what is missing rather than install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=release
 for a in "$@"; do [ "$a" = "--dev" ] && profile=debug; done
 log() { printf '[pkg] %s\n' "$*" >&2; }
 
-# The pinned wasm-bindgen CLI, the rust target, binaryen: all in set-up.
-bash scripts/setup.sh
-
-flags=()
-[ "$profile" = release ] && flags+=(--release)
-log "cargo build --target wasm32-unknown-unknown --lib (${profile})"
-cargo build --target wasm32-unknown-unknown --lib "${flags[@]}" >&2
-wasm="target/wasm32-unknown-unknown/$profile/readout.wasm"
-
-rm -rf pkg.tmp && mkdir -p pkg.tmp
-if command -v wasm-opt >/dev/null && [ "$profile" = release ]; then
-  # Before wasm-bindgen: Debian's binaryen 108 run on wasm-bindgen's output
-  # breaks its externref table ("WebAssembly.Table.set(): Argument 1 is invalid").
-  log "wasm-opt -Oz"
-  wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
-    --enable-mutable-globals --enable-reference-types --enable-multivalue "$wasm" -o pkg.tmp/opt.wasm
-  wasm=pkg.tmp/opt.wasm
+want_wb=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)
+have_wb=$(wasm-bindgen --version 2>/dev/null | awk '{print $2}' || true)
+if [ "$have_wb" != "$want_wb" ]; then
+  log "wasm-bindgen $want_wb is needed (found: ${have_wb:-none}); run bash scripts/setup.sh"
+  exit 1
 fi
-wasm-bindgen --target web --out-dir pkg.tmp --out-name readout "$wasm"
-rm -f pkg.tmp/opt.wasm
-version=$(awk -F'"' '/^version = /{print $2; exit}' Cargo.toml)
-cat > pkg.tmp/package.json <<JSON
+if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
+  log "the wasm32-unknown-unknown target is missing; run bash scripts/setup.sh"
+  exit 1
+fi
+
+# build OUT [FEATURES]: one wasm build into OUT.
+build() {
+  local out=$1 features=${2:-}
+  local flags=()
+  [ "$profile" = release ] && flags+=(--release)
+  # One target dir for both: the feature changes only this crate, so each
+  # build recompiles it alone.
+  [ -n "$features" ] && flags+=(--features "$features")
+  log "$out: cargo build --target wasm32-unknown-unknown --lib (${profile}${features:+, features $features})"
+  cargo build --locked --target wasm32-unknown-unknown --lib "${flags[@]}" >&2
+  local wasm="target/wasm32-unknown-unknown/$profile/readout.wasm"
+  local tmp="$out.tmp"
+  rm -rf "$tmp" && mkdir -p "$tmp"
+  if command -v wasm-opt >/dev/null && [ "$profile" = release ]; then
+    # Before wasm-bindgen: Debian's binaryen 108 run on wasm-bindgen's output
+    # breaks its externref table ("WebAssembly.Table.set(): Argument 1 is invalid").
+    log "wasm-opt -Oz"
+    wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+      --enable-mutable-globals --enable-reference-types --enable-multivalue "$wasm" -o "$tmp/opt.wasm"
+    wasm="$tmp/opt.wasm"
+  fi
+  wasm-bindgen --target web --out-dir "$tmp" --out-name readout "$wasm"
+  rm -f "$tmp/opt.wasm"
+  version=$(awk -F'"' '/^version = /{print $2; exit}' Cargo.toml)
+  cat > "$tmp/package.json" <<JSON
 {
   "name": "readout",
   "version": "$version",
@@ -45,9 +64,15 @@ cat > pkg.tmp/package.json <<JSON
   "peerDependencies": { "onnxruntime-web": "1.30.0" }
 }
 JSON
-# The package's README is written for npm users, not the repository's.
-cp docs/npm-README.md pkg.tmp/README.md
-rm -rf pkg && mv pkg.tmp pkg
-raw=$(stat -c %s pkg/readout_bg.wasm)
-gz=$(gzip -9 -c pkg/readout_bg.wasm | wc -c)
-log "pkg/readout_bg.wasm: $raw bytes raw, $gz gzipped"
+  # The package's README is written for npm users, not the repository's.
+  cp docs/npm-README.md "$tmp/README.md"
+  # Only the folder this script writes is replaced.
+  rm -rf "$out" && mv "$tmp" "$out"
+  local raw gz
+  raw=$(stat -c %s "$out/readout_bg.wasm")
+  gz=$(gzip -9 -c "$out/readout_bg.wasm" | wc -c)
+  log "$out/readout_bg.wasm: $raw bytes raw, $gz gzipped"
+}
+
+build pkg
+build pkg-diagnostics diagnostics

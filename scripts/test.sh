@@ -20,13 +20,16 @@ echo "[test] gates: cargo fmt --check, clippy -D warnings (native and wasm32)" >
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo clippy --locked --target wasm32-unknown-unknown --lib -- -D warnings
+cargo clippy --locked --target wasm32-unknown-unknown --lib --features diagnostics -- -D warnings
 node bench/readme.mjs --check
 
 echo "[test] cargo test" >&2
 cargo test --locked -- --test-threads 2
 
-echo "[test] the npm package (pkg/) and the browser tests' models" >&2
+echo "[test] the npm package (pkg/), its diagnostics build (pkg-diagnostics/) and the browser tests' models" >&2
 bash scripts/build_pkg.sh
+echo "[test] the package's types: tsc against tests/types/usage.ts" >&2
+node_modules/.bin/tsc -p tests/types
 cargo build --locked --bin readout
 readout=target/debug/readout
 tiny=models/qwen3-tiny-random-q4

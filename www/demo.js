@@ -6,17 +6,17 @@
 // backend=auto|webgpu|wasm, autoload=0 to wait for the Load button,
 // mode=letters|cloze:sum|cloze:mean, calibration=none|content-free,
 // prompt=plain|chat (unset: the model's default from models.json).
-import init, { Engine } from "/pkg/readout.js";
+import init, { Engine, defaultThreads, limits } from "/pkg/readout.js";
 
 const ORT_BASE = "/node_modules/onnxruntime-web/dist/";
 // The stock graph: its models.json entry names the best measured readout
 // (bench/decisions.sh). The pruned graph serves letters, the fastest path
 // for a model that can answer in letters: one choice away in the list.
 const DEFAULT_MODEL = "smollm2-135m-instruct-q4f16";
-const MIN_OPTIONS = 2;
-// Letters stop at T; cloze reads the options' text and takes up to 64.
-const maxOptions = () => (currentMode() === "cloze" ? 64 : 20);
-const LETTERS = "ABCDEFGHIJKLMNOPQRST";
+// The engine's own limits (letters, option counts), set once the module is loaded.
+let LIMITS = null;
+// Letters stop at T; cloze reads the options' text and takes more.
+const maxOptions = () => LIMITS.maxOptions[currentMode() === "cloze" ? "cloze" : "letters"];
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -55,10 +55,10 @@ function optionRow(list, opt = { id: "", description: "" }) {
 
 function relabel(card) {
   const rows = [...card.querySelectorAll(".option")];
-  rows.forEach((r, i) => (r.querySelector(".letter").textContent = LETTERS[i] ?? String(i + 1)));
-  rows.forEach((r) => (r.querySelector(".remove-option").disabled = rows.length <= MIN_OPTIONS));
+  rows.forEach((r, i) => (r.querySelector(".letter").textContent = LIMITS.letters[i] ?? String(i + 1)));
+  rows.forEach((r) => (r.querySelector(".remove-option").disabled = rows.length <= LIMITS.minOptions));
   card.querySelector(".add-option").disabled = rows.length >= maxOptions();
-  card.querySelector(".count").textContent = `${rows.length} options (${MIN_OPTIONS}–${maxOptions()})`;
+  card.querySelector(".count").textContent = `${rows.length} options (${LIMITS.minOptions}–${maxOptions()})`;
 }
 
 function addCriterion(c = { id: "", question: "", options: [{ id: "yes", description: "Yes" }, { id: "no", description: "No" }] }) {
@@ -89,7 +89,7 @@ function readCriteria() {
     question: card.querySelector(".question").value,
     answer: card.dataset.answer || undefined,
     options: [...card.querySelectorAll(".option")].map((r, j) => ({
-      id: r.querySelector(".opt-id").value.trim() || LETTERS[j] || `o${j + 1}`,
+      id: r.querySelector(".opt-id").value.trim() || LIMITS.letters[j] || `o${j + 1}`,
       description: r.querySelector(".opt-desc").value,
     })),
   }));
@@ -146,7 +146,7 @@ async function load() {
   setStatus("loading", "loading the model and proving its conventions…");
   const t0 = performance.now();
   try {
-    const threads = self.crossOriginIsolated ? Math.min(navigator.hardwareConcurrency || 1, 4) : 1;
+    const threads = defaultThreads(navigator.hardwareConcurrency || 1, self.crossOriginIsolated);
     engine = await Engine.load(`/models.json#${id}`, {
       backend,
       ortBase: ORT_BASE,
@@ -314,6 +314,7 @@ $("mode").onchange = () => document.querySelectorAll(".criterion").forEach(relab
 
 try {
   await init();
+  LIMITS = limits();
   await fillModels();
   await loadExample();
   if (params.get("autoload") !== "0") {

@@ -266,7 +266,7 @@ test("a letter that is not one token, and non-finite logits, give Errors that na
 
 test("the GPU readout kernel equals the CPU readSlots in the browser (float32 and float16)", async () => {
   const r = await inPage(async () => {
-    const { gpuReadoutSelfTest } = await import("/pkg/readout.js");
+    const { gpuReadoutSelfTest } = await import("/pkg-diagnostics/readout.js");
     const V = 151936, rows = 3, cols = [362, 425, 356, 422, 151935, 0];
     let x = 12345;
     const rnd = () => ((x = (x * 1103515245 + 12345) >>> 0) / 2 ** 32) * 16 - 8;

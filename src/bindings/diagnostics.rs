@@ -1,0 +1,196 @@
+//! The benchmark's and the tests' entry points, built only with the
+//! `diagnostics` feature (`scripts/build_pkg.sh` writes that build to
+//! `pkg-diagnostics/`, which the bench page and the browser tests load): the
+//! npm package in `pkg/` exports the product alone.
+
+use js_sys::Promise;
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen::JsCast;
+use wasm_bindgen_futures::future_to_promise;
+
+use super::{bench, fixture_from_js, js_err, to_js, Engine, State};
+use crate::core::fixture::Criterion;
+
+#[wasm_bindgen]
+impl Engine {
+    /// The benchmark's ids (`core::sweep`, shared with `readout sweep`): a
+    /// `prefix`-token prefix and one suffix per length, from this model's tokenizer.
+    #[wasm_bindgen(js_name = sweepIds, unchecked_return_type = "Promise<{ prefix: Uint32Array; suffixes: Uint32Array[] }>")]
+    pub fn sweep_ids(&self, prefix: usize, lengths: Vec<usize>) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            if prefix == 0 || lengths.is_empty() || lengths.contains(&0) {
+                return Err(js_err(
+                    "lengths: the prefix and every suffix length must be at least 1",
+                ));
+            }
+            let (p, s) = shared
+                .with(async |e| {
+                    Ok(crate::core::sweep::sweep_ids(
+                        e.tokenizer(),
+                        prefix,
+                        &lengths,
+                    )?)
+                })
+                .await?;
+            Ok(bench::ids_to_js(&p, &s))
+        })
+    }
+
+    /// Prefills raw token ids (no prompt around them): the benchmark's fixed prefix.
+    #[wasm_bindgen(js_name = prefillIds, unchecked_return_type = "Promise<State>")]
+    pub fn prefill_ids(&self, ids: Vec<u32>) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let (id, tokens) = shared
+                .with(async |e| {
+                    let id = e.prefill_ids(&ids).await?;
+                    Ok((id, e.head_tokens(id)?))
+                })
+                .await?;
+            Ok(State { shared, id, tokens }.into())
+        })
+    }
+
+    /// Ends onnxruntime-web's profiler (enabled with `profiling: true`); the report goes to the console.
+    #[wasm_bindgen(js_name = endProfiling, unchecked_return_type = "Promise<void>")]
+    pub fn end_profiling(&self) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            shared
+                .with(async |e| {
+                    e.runtime().end_profiling();
+                    Ok(())
+                })
+                .await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// Destroys the shared WebGPU device, as a driver reset would lose it: a
+    /// diagnostic for spec §12 (every later run is refused, naming the loss).
+    #[wasm_bindgen(js_name = loseGpuDevice, unchecked_return_type = "Promise<void>")]
+    pub fn lose_gpu_device(&self) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            shared
+                .with(async |e| Ok(e.runtime().lose_device().await?))
+                .await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+}
+
+#[wasm_bindgen]
+impl State {
+    /// The readout of the first `options` letters after this state and raw
+    /// `ids`: the run a criterion of that many suffix tokens costs, on the
+    /// same path. `{probs, logits, allowedMass?}`.
+    #[wasm_bindgen(js_name = readIds, unchecked_return_type = "Promise<{ probs: number[]; logits: number[]; allowed_mass?: number }>")]
+    pub fn read_ids(&self, ids: Vec<u32>, options: usize, allowed_mass: bool) -> Promise {
+        let (shared, id) = (self.shared.clone(), self.id);
+        future_to_promise(async move {
+            let r = shared
+                .with(async |e| e.read_ids(id, &ids, options, allowed_mass).await)
+                .await?;
+            to_js(&r)
+        })
+    }
+
+    /// Runs the criteria's suffixes as one batch against this state's past
+    /// and resolves to the logits dims, or rejects with onnxruntime-web's
+    /// refusal (its GroupQueryAttention takes batch 1 with a past and several
+    /// new tokens). A diagnostic: scoring never batches.
+    #[wasm_bindgen(js_name = runBatched, unchecked_return_type = "Promise<number[][]>")]
+    pub fn run_batched(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "CriterionInput[]")] criteria: JsValue,
+    ) -> Promise {
+        let (shared, id) = (self.shared.clone(), self.id);
+        future_to_promise(async move {
+            let cs: Vec<Criterion> = fixture_from_js(criteria, "criteria")?;
+            let dims = shared
+                .with(async |e| e.run_many_suffixes(id, &cs).await)
+                .await?;
+            to_js(&dims)
+        })
+    }
+}
+
+/// The WGSL readout kernel (spec §8) and the CPU readSlots on the same
+/// `[1, rows, width]` logits (float32, or float16 bits when `f16`), on a
+/// fresh WebGPU device: `{ gpu: {logits, logSumExp, bytesReadBack}, cpu: {logits, logSumExp} }`.
+#[wasm_bindgen(js_name = gpuReadoutSelfTest)]
+pub async fn gpu_readout_self_test(
+    #[wasm_bindgen(unchecked_param_type = "Float32Array | Uint16Array")] values: JsValue,
+    rows: usize,
+    width: usize,
+    columns: Vec<u32>,
+    f16: bool,
+) -> Result<JsValue, JsValue> {
+    use crate::core::logits::Logits;
+    use crate::core::readout::{read_slots, HeadColumns};
+    let dims = [1, rows, width];
+    let (logits, bytes): (Logits, Vec<u8>) = if f16 {
+        let v: Vec<u16> = values
+            .dyn_into::<js_sys::Uint16Array>()
+            .map_err(|_| js_err("values: a Uint16Array of float16 bits when f16"))?
+            .to_vec();
+        (
+            Logits::f16(
+                dims.to_vec(),
+                v.iter().map(|&b| half::f16::from_bits(b)).collect(),
+            ),
+            v.iter().flat_map(|b| b.to_le_bytes()).collect(),
+        )
+    } else {
+        let v: Vec<f32> = values
+            .dyn_into::<js_sys::Float32Array>()
+            .map_err(|_| js_err("values: a Float32Array"))?
+            .to_vec();
+        (
+            Logits::f32(dims.to_vec(), v.clone()),
+            v.iter().flat_map(|b| b.to_le_bytes()).collect(),
+        )
+    };
+    let cols: Vec<usize> = columns.iter().map(|&c| c as usize).collect();
+    let cpu =
+        read_slots(&logits, &HeadColumns::Vocab { vocab: width }, &cols, true).map_err(js_err)?;
+    let dev = crate::gpu::web::request_shared_device()
+        .await
+        .map_err(js_err)?;
+    let gpu = crate::gpu::GpuReadout::new(dev.device, dev.queue)
+        .await
+        .map_err(js_err)?;
+    let buf = gpu.upload(&bytes);
+    let g = gpu.read(&buf, dims, f16, &columns).await.map_err(js_err)?;
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Side {
+        logits: Vec<f32>,
+        log_sum_exp: f64,
+        bytes_read_back: Option<usize>,
+    }
+    #[derive(Serialize)]
+    struct Out {
+        gpu: Side,
+        cpu: Side,
+        adapter: String,
+    }
+    let cpu_lse =
+        crate::core::readout::log_sum_exp(logits.row_f32(rows - 1).iter().map(|&v| v as f64));
+    to_js(&Out {
+        gpu: Side {
+            logits: g.logits,
+            log_sum_exp: g.log_sum_exp,
+            bytes_read_back: Some(g.bytes_read_back),
+        },
+        cpu: Side {
+            logits: cpu.logits,
+            log_sum_exp: cpu_lse,
+            bytes_read_back: None,
+        },
+        adapter: dev.adapter,
+    })
+}

@@ -1,0 +1,84 @@
+// The package's types, checked by `tsc -p tests/types` in the test command:
+// what a TypeScript user writes must compile, and each `@ts-expect-error`
+// line must stay an error (a misspelt option, a wrong value, a wrong type).
+import init, { Engine, State, defaultThreads, limits } from "../../pkg/readout.js";
+import * as pkg from "../../pkg/readout.js";
+import type { Decision, EngineInfo, Limits, ReadoutError, ScoreOptions } from "../../pkg/readout.js";
+
+export async function usage(): Promise<number> {
+  await init();
+  const l: Limits = limits();
+  const most: number = l.maxOptions.cloze + l.maxOptions.letters + l.minOptions + l.letters.length;
+  const threads: number = defaultThreads(8, true);
+  const engine: Engine = await Engine.load("/models.json#smollm2-135m-instruct-q4f16", {
+    backend: "auto",
+    threads,
+    onProgress: ({ file, loaded, total }) => console.log(file, loaded, total),
+  });
+  const plain: Engine = await Engine.load("/models/qwen3-tiny-random-q4/");
+  const info: EngineInfo = engine.info();
+  const state: State = await engine.prefill({ evidence: "The invoice was paid on 3 March." });
+  const chat: State = await engine.prefill({ instruction: "Judge.", evidence: "x" }, { prompt: "chat", mode: "cloze" });
+  const criterion = {
+    id: "paid",
+    question: "Was the invoice paid?",
+    options: [
+      { id: "yes", description: "Yes" },
+      { id: "no", description: "No" },
+    ],
+  };
+  const opts: ScoreOptions = { mode: "cloze", clozeScore: "sum", calibration: "content-free" };
+  const one: Decision = await state.score(criterion);
+  const all: Decision[] = await state.scoreAll([criterion], opts);
+  const p: number = one.probs[0].p + all[0].margin;
+  try {
+    await chat.score(criterion, { mode: "letters", debias: "cyclic" });
+  } catch (e) {
+    const err = e as ReadoutError;
+    const why: string = `${err.code} ${err.field ?? ""} ${err.limit ?? ""}`;
+    console.log(why);
+  }
+  await state.dispose();
+  await chat.dispose();
+  await plain.dispose();
+  await engine.dispose();
+  return p + info.run_limit + state.tokens + most + l.sweep.suffixLengths.length;
+}
+
+export async function misuse(engine: Engine, state: State): Promise<void> {
+  const c = { id: "c", question: "q", options: [{ id: "a", description: "A" }, { id: "b", description: "B" }] };
+  // @ts-expect-error: "letter" is not a mode
+  await state.score(c, { mode: "letter" });
+  // @ts-expect-error: an unknown option
+  await state.score(c, { calibrate: true });
+  // @ts-expect-error: evidence is required
+  await engine.prefill({ instruction: "x" });
+  // @ts-expect-error: prompt is "plain" or "chat"
+  await engine.prefill({ evidence: "x" }, { prompt: "jinja" });
+  // @ts-expect-error: a backend by name only
+  await Engine.load("/m/", { backend: "cuda" });
+  // @ts-expect-error: options are objects with id and description
+  await state.score({ id: "c", question: "q", options: ["a", "b"] });
+  // The benchmark's and tests' entry points are not the package's API (they
+  // live in the diagnostics build, pkg-diagnostics/).
+  // @ts-expect-error: diagnostics only
+  await engine.sweepIds(256, [1, 8]);
+  // @ts-expect-error: diagnostics only
+  await engine.prefillIds([1, 2, 3]);
+  // @ts-expect-error: diagnostics only
+  await engine.loseGpuDevice();
+  // @ts-expect-error: diagnostics only
+  await engine.endProfiling();
+  // @ts-expect-error: diagnostics only
+  await state.readIds([1], 2, true);
+  // @ts-expect-error: diagnostics only
+  await state.runBatched([c]);
+  // @ts-expect-error: diagnostics only
+  pkg.linearFit([1, 2], [3, 4]);
+  // @ts-expect-error: diagnostics only
+  pkg.median([1]);
+  // @ts-expect-error: diagnostics only
+  await pkg.gpuReadoutSelfTest(new Float32Array(4), 1, 4, [0], false);
+  // @ts-expect-error: diagnostics only
+  await pkg.ReadoutBench.create(new Uint16Array(4), [0], "cpu");
+}
