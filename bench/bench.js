@@ -140,8 +140,9 @@ async function benchModes(cfg) {
         per.push(ms / ds.length);
       }
       // Bytes mapped back to the host per criterion: what the readout costs in transfers.
-      const bytes = (engine.bytesReadBack() - bytes0) / (per.length * example.criteria.length);
-      rows.push({ what, options: opts, runs: per.length, ms_per_criterion: median(per), samples_ms: per, bytes_per_criterion: bytes });
+      const total = engine.bytesReadBack() - bytes0;
+      const bytes = total / (per.length * example.criteria.length);
+      rows.push({ what, options: opts, runs: per.length, ms_per_criterion: median(per), samples_ms: per, bytes_read_back: total, bytes_per_criterion: bytes });
       log(`modes: ${what}: ${median(per).toFixed(1)} ms per criterion, ${bytes.toFixed(0)} bytes read back per criterion`);
     }
     await state.dispose();

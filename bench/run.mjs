@@ -6,7 +6,7 @@
 //   node bench/run.mjs --model smollm2-135m-instruct-q4 --backend wasm
 //        [--lengths 1,8,16,32,64,96] [--runs 5] [--warmup 1] [--prefix 256]
 //        [--variants stock,trimmed,pruned] [--threads N] [--no-native]
-//        [--no-transformers] [--no-mass] [--out FILE] [--screenshot FILE]
+//        [--no-transformers] [--no-mass] [--no-modes] [--out FILE] [--screenshot FILE]
 //        [--timeout-s 3600] [--bin target/release/readout]
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -46,6 +46,7 @@ export function parseArgs(argv) {
     native: !flag("--no-native"),
     transformers: !flag("--no-transformers"),
     mass: !flag("--no-mass"),
+    modes: !flag("--no-modes"),
   };
   if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
   if (!["wasm", "webgpu"].includes(o.backend)) throw new Error(`--backend: ${o.backend} is not wasm or webgpu`);
@@ -76,7 +77,8 @@ export async function runBench(o, log = (l) => console.error(l)) {
   const browser = await launch({ webgpu: o.backend === "webgpu" });
   const query = new URLSearchParams({
     model: o.model, backend: o.backend, lengths: o.lengths, runs: o.runs, warmup: o.warmup, prefix: o.prefix,
-    options: o.options, variants: o.variants, threads: o.threads, transformers: o.transformers ? "1" : "0", mass: o.mass ? "1" : "0", autorun: "1",
+    options: o.options, variants: o.variants, threads: o.threads, transformers: o.transformers ? "1" : "0", mass: o.mass ? "1" : "0",
+    modes: o.modes ? "1" : "0", autorun: "1",
   });
   let result;
   try {

@@ -16,6 +16,7 @@ fn score_with_check_matches_the_uncached_forward() {
     let state = &fixture()[0];
     let path = dir.join("state.json");
     std::fs::write(&path, serde_json::to_string(state).unwrap()).unwrap();
+    let t0 = std::time::Instant::now();
     let out = readout()
         .args(["--threads", "2", "score", "--check", "--model"])
         .arg(model_path(Q4))
@@ -28,9 +29,17 @@ fn score_with_check_matches_the_uncached_forward() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let wall_ms = t0.elapsed().as_secs_f64() * 1e3;
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let decisions = v["decisions"].as_array().unwrap();
     assert_eq!(decisions.len(), state.criteria.len());
+    // Each decision's ms is its own scoring time: together within the
+    // command's wall time (a unit slip, seconds or microseconds, fails).
+    let scored_ms: f64 = decisions.iter().map(|d| d["ms"].as_f64().unwrap()).sum();
+    assert!(
+        scored_ms > 0.0 && scored_ms < wall_ms,
+        "{scored_ms} ms scored in {wall_ms} ms"
+    );
     for (d, c) in decisions.iter().zip(&state.criteria) {
         assert_eq!(d["id"], c.id.as_str());
         assert_eq!(d["probs"].as_array().unwrap().len(), c.options.len());
@@ -42,7 +51,6 @@ fn score_with_check_matches_the_uncached_forward() {
             .sum();
         assert!((sum - 1.0).abs() < 1e-9);
         assert!(d["allowed_mass"].as_f64().is_some());
-        assert!(d["ms"].as_f64().unwrap() >= 0.0);
     }
     assert!(
         v["check"]["max_abs_dp"].as_f64().unwrap() <= 1e-5,
@@ -63,6 +71,7 @@ fn evaluate_writes_a_report_with_every_metric() {
         .collect();
     std::fs::write(&fixture_path, lines.join("\n")).unwrap();
     let report = dir.join("report.json");
+    let t0 = std::time::Instant::now();
     let out = readout()
         .args(["--threads", "2", "evaluate"])
         .arg(&fixture_path)
@@ -98,11 +107,22 @@ fn evaluate_writes_a_report_with_every_metric() {
     ] {
         assert!(overall[k].is_number(), "{k} missing from {overall}");
     }
-    assert!(v["seconds"].as_f64().unwrap() > 0.0);
+    // The report's times: scoring within its own total, the total within the
+    // command's wall time.
+    let wall_s = t0.elapsed().as_secs_f64();
+    let seconds = v["seconds"].as_f64().unwrap();
+    assert!(
+        seconds > 0.0 && seconds < wall_s,
+        "{seconds} s of {wall_s} s"
+    );
     assert_eq!(v["options"]["debias"], "cyclic");
     assert_eq!(v["options"]["mode"], "letters");
     assert_eq!(v["prompt"], "plain");
-    assert!(v["ms_per_criterion"].as_f64().unwrap() > 0.0);
+    let per = v["ms_per_criterion"].as_f64().unwrap();
+    assert!(
+        per > 0.0 && per * n as f64 <= seconds * 1e3,
+        "{per} ms × {n} criteria in {seconds} s"
+    );
     let picked: f64 = v["report"]["positions"]["picked"]
         .as_array()
         .unwrap()

@@ -269,7 +269,14 @@ fn debias_scores_every_rotation_and_reports_stability() {
             // Rotation 0 is the plain order, so a debiased result differs
             // from it unless the model is perfectly position-invariant.
             assert_ne!(plain.p(), deb.p(), "{}", c.id);
-            assert!(deb.margin >= 0.0);
+            // The margin is the top probability over the runner-up.
+            let mut p = deb.p();
+            p.sort_by(|a, b| b.total_cmp(a));
+            assert!(
+                (deb.margin - (p[0] - p[1])).abs() < 1e-12,
+                "{} vs {p:?}",
+                deb.margin
+            );
         }
     });
 }
