@@ -26,7 +26,7 @@ struct Task {
     col_start: u32,
     n_cols: u32,
     out: u32,
-    /// 1: one slot, log p of the single column (NaN for a non-finite row).
+    /// 1: one slot, log p of the single column (+1 for a non-finite row).
     fold: u32,
 }
 
@@ -274,7 +274,8 @@ impl GpuReadout {
         let mut out = Vec::with_capacity(pairs.len());
         for (&(row, _), vals) in pairs.iter().zip(raw) {
             let lp = vals[0];
-            if !lp.is_finite() {
+            // +1 is the kernel's mark of a non-finite row (a log p is <= 0).
+            if lp.is_nan() || lp > 0.0 {
                 return Err(GpuError::Readout(format!(
                     "a logit in row {row} is not finite"
                 )));

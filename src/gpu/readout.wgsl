@@ -22,7 +22,7 @@ struct Task {
     col_start: u32,  // first of this task's columns in `columns`
     n_cols: u32,     // columns to gather (<= 64)
     out: u32,        // first of this task's result slots
-    fold: u32,       // 1: one slot, x[column] - ln Σ exp(x) (NaN for a non-finite row)
+    fold: u32,       // 1: one slot, x[column] - ln Σ exp(x) (+1 for a non-finite row)
 }
 
 @group(0) @binding(0) var<storage, read> logits: array<u32>;
@@ -92,8 +92,10 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     if (task.fold == 1u) {
         if (lid == 0u) {
             let lp = value(task.base + columns[task.col_start]) - (maxes[0] + log(sums[0]));
-            // NaN by its bits: the host refuses the row by name.
-            result[task.out] = select(lp, bitcast<f32>(0x7fc00000u), atomicLoad(&bad) != 0u);
+            // A log-probability is never positive (x <= max, ln Σ >= 0, and
+            // float rounding is monotonic), so +1 marks a non-finite row for
+            // the host to refuse by name. (Tint refuses a NaN constant.)
+            result[task.out] = select(lp, 1.0, atomicLoad(&bad) != 0u);
         }
         return;
     }
