@@ -85,12 +85,7 @@ impl ReadoutBench {
         }
         let at = match place.as_str() {
             "gpu" => {
-                let dev = crate::gpu::web::request_shared_device()
-                    .await
-                    .map_err(js_err)?;
-                let gpu = crate::gpu::GpuReadout::new(dev.device, dev.queue)
-                    .await
-                    .map_err(js_err)?;
+                let (gpu, _) = fresh_gpu_readout().await?;
                 let bytes: Vec<u8> = bits.iter().flat_map(|b| b.to_le_bytes()).collect();
                 let buf = gpu.upload(&bytes);
                 Where::Gpu {
@@ -141,4 +136,16 @@ impl ReadoutBench {
             allowed_mass,
         })
     }
+}
+
+/// The readout kernel on a fresh WebGPU device (not an engine's), and the
+/// adapter's name: the diagnostics that measure or test the kernel alone.
+pub(super) async fn fresh_gpu_readout() -> Result<(crate::gpu::GpuReadout, String), JsValue> {
+    let dev = crate::gpu::web::request_shared_device()
+        .await
+        .map_err(js_err)?;
+    let gpu = crate::gpu::GpuReadout::new(dev.device, dev.queue)
+        .await
+        .map_err(js_err)?;
+    Ok((gpu, dev.adapter))
 }

@@ -157,12 +157,7 @@ pub async fn gpu_readout_self_test(
     let cols: Vec<usize> = columns.iter().map(|&c| c as usize).collect();
     let cpu =
         read_slots(&logits, &HeadColumns::Vocab { vocab: width }, &cols, true).map_err(js_err)?;
-    let dev = crate::gpu::web::request_shared_device()
-        .await
-        .map_err(js_err)?;
-    let gpu = crate::gpu::GpuReadout::new(dev.device, dev.queue)
-        .await
-        .map_err(js_err)?;
+    let (gpu, adapter) = bench::fresh_gpu_readout().await?;
     let buf = gpu.upload(&bytes);
     let g = gpu.read(&buf, dims, f16, &columns).await.map_err(js_err)?;
     #[derive(Serialize)]
@@ -191,6 +186,6 @@ pub async fn gpu_readout_self_test(
             log_sum_exp: cpu_lse,
             bytes_read_back: None,
         },
-        adapter: dev.adapter,
+        adapter,
     })
 }

@@ -93,13 +93,3 @@ pub struct ReadoutChoice {
     #[serde(default)]
     pub prompt: PromptStyle,
 }
-
-impl ReadoutChoice {
-    /// The head a state read with this choice is prefilled in.
-    pub fn head_style(&self) -> HeadStyle {
-        HeadStyle {
-            prompt: self.prompt,
-            mode: self.mode,
-        }
-    }
-}

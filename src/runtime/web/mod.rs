@@ -567,13 +567,8 @@ impl WebRuntime {
         Ok((out, dims, f16))
     }
 
-    /// The kernel over the logits `run_into_gpu` left in our buffer.
-    async fn read_rows_on_gpu(
-        &mut self,
-        dims: [usize; 3],
-        f16: bool,
-        tasks: &[RowTask<'_>],
-    ) -> Result<Vec<crate::gpu::GpuSlots>, RuntimeError> {
+    /// The kernel and the logits buffer `run_into_gpu` wrote.
+    fn kernel(&self) -> Result<(&GpuReadout, &wgpu::Buffer), RuntimeError> {
         let gpu = self
             .gpu
             .as_ref()
@@ -582,16 +577,31 @@ impl WebRuntime {
             .logits_buf
             .as_ref()
             .ok_or_else(|| RuntimeError::Gpu("no logits buffer".into()))?;
-        match gpu.read_rows(buf, dims, f16, tasks).await {
-            Ok(g) => {
-                self.read_back += g.iter().map(|s| s.bytes_read_back as u64).sum::<u64>();
-                Ok(g)
-            }
-            Err(e) => {
-                self.check_device()?;
-                Err(RuntimeError::Gpu(e.to_string()))
-            }
+        Ok((gpu, buf))
+    }
+
+    /// A kernel failure, or the device loss behind it when there was one.
+    fn kernel_failed(&self, e: crate::gpu::GpuError) -> RuntimeError {
+        match self.check_device() {
+            Err(lost) => lost,
+            Ok(()) => RuntimeError::Gpu(e.to_string()),
         }
+    }
+
+    /// The kernel over the logits `run_into_gpu` left in our buffer.
+    async fn read_rows_on_gpu(
+        &mut self,
+        dims: [usize; 3],
+        f16: bool,
+        tasks: &[RowTask<'_>],
+    ) -> Result<Vec<crate::gpu::GpuSlots>, RuntimeError> {
+        let (gpu, buf) = self.kernel()?;
+        let g = match gpu.read_rows(buf, dims, f16, tasks).await {
+            Ok(g) => g,
+            Err(e) => return Err(self.kernel_failed(e)),
+        };
+        self.read_back += g.iter().map(|s| s.bytes_read_back as u64).sum::<u64>();
+        Ok(g)
     }
 
     /// log p at each (row, token) of the logits `run_into_gpu` left in our buffer.
@@ -601,24 +611,13 @@ impl WebRuntime {
         f16: bool,
         at: &[(usize, u32)],
     ) -> Result<Vec<f64>, RuntimeError> {
-        let gpu = self
-            .gpu
-            .as_ref()
-            .ok_or_else(|| RuntimeError::Gpu("no shared device".into()))?;
-        let buf = self
-            .logits_buf
-            .as_ref()
-            .ok_or_else(|| RuntimeError::Gpu("no logits buffer".into()))?;
-        match gpu.read_log_probs(buf, dims, f16, at).await {
-            Ok((lp, bytes)) => {
-                self.read_back += bytes as u64;
-                Ok(lp)
-            }
-            Err(e) => {
-                self.check_device()?;
-                Err(RuntimeError::Gpu(e.to_string()))
-            }
-        }
+        let (gpu, buf) = self.kernel()?;
+        let (lp, bytes) = match gpu.read_log_probs(buf, dims, f16, at).await {
+            Ok(r) => r,
+            Err(e) => return Err(self.kernel_failed(e)),
+        };
+        self.read_back += bytes as u64;
+        Ok(lp)
     }
 
     /// The GPU path of `read`: logits into our buffer, the kernel reads them.
