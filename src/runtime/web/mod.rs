@@ -659,19 +659,27 @@ impl WebRuntime {
         past: Option<&WebKv>,
         keep_present: bool,
         at: &[(usize, u32)],
+        width: usize,
     ) -> Result<Gathered<WebKv>, RuntimeError> {
-        let width = self
-            .logits_width
-            .ok_or_else(|| RuntimeError::Gpu("the graph's logits width is not fixed".into()))?;
         let (out, dims, f16) = self.run_into_gpu(step, past, keep_present, width).await?;
-        if self.signature.exposes_hidden() {
-            Self::output(&out, HIDDEN_OUTPUT)?.dispose();
-        }
         let present = if keep_present {
             Some(self.keep_present(&out)?)
         } else {
             None
         };
+        // The hidden state is fetched with every run of such a graph and not
+        // wanted here; a missing one must not strand the kept past.
+        if self.signature.exposes_hidden() {
+            match Self::output(&out, HIDDEN_OUTPUT) {
+                Ok(t) => t.dispose(),
+                Err(e) => {
+                    if let Some(p) = present {
+                        self.release(p);
+                    }
+                    return Err(e);
+                }
+            }
+        }
         match self.log_probs_in_gpu(dims, f16, at).await {
             Ok(log_probs) => Ok(Gathered {
                 log_probs,
@@ -773,8 +781,10 @@ impl Runtime for WebRuntime {
     ) -> Result<Gathered<WebKv>, RuntimeError> {
         // The kernel needs the row width before the run (the logits buffer
         // is ours); a graph whose vocabulary axis is dynamic reads on the host.
-        if self.gpu.is_some() && self.logits_width.is_some() {
-            return self.log_probs_on_gpu(step, past, keep_present, at).await;
+        if let (Some(_), Some(width)) = (&self.gpu, self.logits_width) {
+            return self
+                .log_probs_on_gpu(step, past, keep_present, at, width)
+                .await;
         }
         super::log_probs_on_host(self, step, past, keep_present, at).await
     }
