@@ -140,6 +140,8 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     await attempt("option_typo", () => s.score(good, { mdoe: "cloze" })); await afterEach();
     await attempt("cloze_65", () => s.score({ id: "c", question: "q?", options: opt(65) }, { mode: "cloze" })); await afterEach();
     await attempt("prompt", () => e.prefill({ evidence: "x" }, { prompt: "chatty" })); await afterEach();
+    await attempt("prefill_mode", () => e.prefill({ evidence: "x" }, { mode: "letter" })); await afterEach();
+    await attempt("prefill_typo", () => e.prefill({ evidence: "x" }, { mdoe: "cloze" })); await afterEach();
     // 64 options is cloze's limit, not an error.
     out.cloze_64 = (await s.score({ id: "c", question: "q?", options: opt(64) }, { mode: "cloze" })).probs.length;
     const t = await load(`/models/${tiny}-trimmed/`);
@@ -192,6 +194,8 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     option_typo: /options: unknown field "mdoe"; did you mean "mode"\?/,
     cloze_65: /options has 65 entries; at most 64 are allowed in cloze mode/,
     prompt: /prompt: "chatty" is not one of "plain", "chat"/,
+    prefill_mode: /mode: "letter" is not one of "letters", "cloze"/,
+    prefill_typo: /options: unknown field "mdoe"; did you mean "mode"\?/,
     cloze_trimmed: /mode cloze reads a log-probability at every option token's row, and model .* is a trimmed graph/,
     no_template: /prompt "chat": model .* has no chat template/,
     disposed_state: /no such state/,
@@ -212,6 +216,8 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     unknown_field: { code: "unknown_field", field: "criterion.answr", limit: undefined },
     option_typo: { code: "unknown_field", field: "options.mdoe", limit: undefined },
     mode: { code: "invalid_option", field: "mode", limit: undefined },
+    prefill_mode: { code: "invalid_option", field: "mode", limit: undefined },
+    prefill_typo: { code: "unknown_field", field: "options.mdoe", limit: undefined },
     debias: { code: "invalid_option", field: "debias", limit: undefined },
     options_string: { code: "invalid_option", field: "options", limit: undefined },
     cloze_trimmed: { code: "mode_needs_stock_graph", field: "mode", limit: undefined },
@@ -219,7 +225,7 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     disposed_state: { code: "unknown_state", field: "state", limit: undefined },
   };
   for (const [k, want] of Object.entries(codes)) assert.deepEqual(r.codes[k], want, k);
-  assert.equal(r.checks.length, 16);
+  assert.equal(r.checks.length, 18);
   assert.equal(r.cloze_64, 64);
   assert.equal(r.trimmed_letters, 2);
   assert.equal(r.no_template_cloze, "cloze");
