@@ -5,6 +5,8 @@
 pub mod core;
 pub mod engine;
 pub mod gpu;
+pub mod kernels;
+pub mod onnx_pb;
 pub mod runtime;
 
 #[cfg(target_arch = "wasm32")]

@@ -11,7 +11,10 @@ use crate::core::catalog::Catalog;
 use crate::core::config::ModelConfig;
 use crate::core::tokenizer::TextTokenizer;
 use crate::engine::{Engine, EngineError, ModelAssets};
+use crate::kernels::Precision;
+use crate::runtime::any::AnyRuntime;
 use crate::runtime::native::{NativeOptions, NativeRuntime};
+use crate::runtime::own::{self, OwnOptions};
 
 /// Graph file names tried under `onnx/`, best first for a CPU runtime that
 /// runs every dtype.
@@ -142,6 +145,68 @@ impl ModelDir {
         let runtime = NativeRuntime::load(&self.graph, opts, [config.kv_heads, config.head_dim])?;
         Engine::new(runtime, assets).await
     }
+}
+
+/// Which runtime a native engine runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RuntimeKind {
+    /// ONNX Runtime 1.30 (the reference).
+    Ort,
+    /// Our own interpreter and int4 kernels.
+    Own,
+}
+
+/// A native engine's runtime and its settings.
+#[derive(Debug, Clone)]
+pub struct HostOptions {
+    pub runtime: RuntimeKind,
+    pub threads: usize,
+    /// Our runtime's activations (ONNX Runtime ignores it).
+    pub precision: Precision,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        Self {
+            runtime: RuntimeKind::Ort,
+            threads: NativeOptions::default().intra_threads,
+            precision: Precision::Int8,
+        }
+    }
+}
+
+pub type HostEngine = Engine<AnyRuntime<NativeRuntime>>;
+
+impl ModelDir {
+    /// An engine over the runtime `opts` names, its proofs run.
+    pub async fn any_engine(&self, opts: &HostOptions) -> Result<HostEngine, EngineError> {
+        let assets = self.assets()?;
+        let config = ModelConfig::parse(&assets.config_json)?;
+        let dims = [config.kv_heads, config.head_dim];
+        let runtime = match opts.runtime {
+            RuntimeKind::Ort => AnyRuntime::Onnx(NativeRuntime::load(
+                &self.graph,
+                &NativeOptions {
+                    intra_threads: opts.threads,
+                },
+                dims,
+            )?),
+            RuntimeKind::Own => AnyRuntime::Own(Box::new(own::load_file(
+                &self.graph,
+                &OwnOptions {
+                    threads: opts.threads,
+                    precision: opts.precision,
+                },
+                dims,
+            )?)),
+        };
+        Engine::new(runtime, assets).await
+    }
+}
+
+/// Opens a model directory and builds a proven engine over the runtime `opts` names.
+pub fn open_host_engine(path: &Path, opts: &HostOptions) -> Result<HostEngine, EngineError> {
+    pollster::block_on(ModelDir::open(path)?.any_engine(opts))
 }
 
 /// `models.json#<id>` → the entry's directory, every file's size and sha256

@@ -13,8 +13,8 @@ use crate::core::fixture::parse_states;
 use crate::core::metrics::{calibrate, report, Calibration, Report, Scored};
 use crate::core::mode::PromptStyle;
 use crate::engine::ScoreOptions;
-use crate::model_dir::open_engine;
-use crate::runtime::native::NativeOptions;
+use crate::model_dir::open_host_engine;
+use crate::model_dir::HostOptions;
 
 #[derive(Serialize)]
 struct Row {
@@ -49,7 +49,7 @@ pub fn run(
     model: &Path,
     readout: &ReadoutArgs,
     out: Option<PathBuf>,
-    opts: &NativeOptions,
+    opts: &HostOptions,
 ) -> Result<(), CliError> {
     let text = std::fs::read_to_string(fixture).map_err(|e| CliError::file(fixture, e))?;
     let states = parse_states(&text).map_err(|e| CliError::file(fixture, e))?;
@@ -85,7 +85,7 @@ pub fn run(
     };
     check_writable(&out)?;
     let t_load = Instant::now();
-    let mut engine = open_engine(&model_dir, opts)?;
+    let mut engine = open_host_engine(&model_dir, opts)?;
     let load_seconds = t_load.elapsed().as_secs_f64();
     let info = engine.info();
     eprintln!(

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand};
 
 use crate::engine::EngineError;
-use crate::runtime::native::NativeOptions;
+use crate::model_dir::{HostOptions, RuntimeKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -56,11 +56,31 @@ impl CliError {
     about = "Typed readout: answer multiple-choice criteria from next-token logits over a cached state"
 )]
 struct Cli {
-    /// ONNX Runtime intra-op threads (default: every core; at most 4 per core).
+    /// Threads the runtime computes on (default: every core; at most 4 per core).
     #[arg(long, global = true)]
     threads: Option<usize>,
+    /// `ort`: ONNX Runtime, the reference; `own`: our interpreter and int4
+    /// kernels over the same file (int4 graphs only).
+    #[arg(long, global = true, value_enum, default_value_t = RuntimeArg::Ort)]
+    runtime: RuntimeArg,
+    /// Our runtime's activations: `int8` (the fast kernels) or `f32` (the
+    /// scalar reference they are tested against).
+    #[arg(long, global = true, value_enum, default_value_t = PrecisionArg::Int8)]
+    precision: PrecisionArg,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum RuntimeArg {
+    Ort,
+    Own,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum PrecisionArg {
+    Int8,
+    F32,
 }
 
 #[derive(Debug, Subcommand)]
@@ -183,10 +203,20 @@ enum Command {
 
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    let mut opts = NativeOptions::default();
+    let mut opts = HostOptions {
+        runtime: match cli.runtime {
+            RuntimeArg::Ort => RuntimeKind::Ort,
+            RuntimeArg::Own => RuntimeKind::Own,
+        },
+        precision: match cli.precision {
+            PrecisionArg::Int8 => crate::kernels::Precision::Int8,
+            PrecisionArg::F32 => crate::kernels::Precision::F32,
+        },
+        ..HostOptions::default()
+    };
     if let Some(t) = cli.threads {
         match check_threads(t) {
-            Ok(t) => opts.intra_threads = t,
+            Ok(t) => opts.threads = t,
             Err(e) => {
                 eprintln!("readout: error: {e}");
                 return std::process::ExitCode::FAILURE;
@@ -282,8 +312,8 @@ fn check_threads(given: usize) -> Result<usize, CliError> {
     Ok(given)
 }
 
-fn info(model: &std::path::Path, opts: &NativeOptions) -> Result<(), CliError> {
-    let engine = crate::model_dir::open_engine(&crate::model_dir::resolve(model)?, opts)?;
+fn info(model: &std::path::Path, opts: &HostOptions) -> Result<(), CliError> {
+    let engine = crate::model_dir::open_host_engine(&crate::model_dir::resolve(model)?, opts)?;
     println!(
         "{}",
         serde_json::to_string_pretty(&engine.info()).unwrap_or_default()

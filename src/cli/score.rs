@@ -9,8 +9,8 @@ use super::CliError;
 use crate::core::decision::Decision;
 use crate::core::fixture::{parse_states, StateSpec};
 
-use crate::model_dir::open_engine;
-use crate::runtime::native::NativeOptions;
+use crate::model_dir::open_host_engine;
+use crate::model_dir::HostOptions;
 
 #[derive(Serialize)]
 struct Check {
@@ -55,10 +55,10 @@ pub fn run(
     index: Option<usize>,
     readout: &ReadoutArgs,
     check: bool,
-    opts: &NativeOptions,
+    opts: &HostOptions,
 ) -> Result<(), CliError> {
     let state = read_state(state_path, index)?;
-    let mut engine = open_engine(&crate::model_dir::resolve(model)?, opts)?;
+    let mut engine = open_host_engine(&crate::model_dir::resolve(model)?, opts)?;
     let so = readout.score_options();
     pollster::block_on(async {
         let id = engine.prefill_with(&state, readout.head_style()).await?;

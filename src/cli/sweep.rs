@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 use super::host::{machine, today};
 use super::CliError;
 use crate::core::sweep::{fit, median, sweep_ids};
-use crate::model_dir::{open_engine, resolve};
-use crate::runtime::native::NativeOptions;
+use crate::model_dir::HostOptions;
+use crate::model_dir::{open_host_engine, resolve};
 
 pub struct SweepArgs {
     pub models: Vec<PathBuf>,
@@ -25,10 +25,10 @@ pub struct SweepArgs {
 }
 
 /// One variant: loaded, prefilled once, each length warmed up then timed.
-fn sweep_one(model: &Path, a: &SweepArgs, opts: &NativeOptions) -> Result<Value, CliError> {
+fn sweep_one(model: &Path, a: &SweepArgs, opts: &HostOptions) -> Result<Value, CliError> {
     let dir = resolve(model)?;
     let t = Instant::now();
-    let mut engine = open_engine(&dir, opts)?;
+    let mut engine = open_host_engine(&dir, opts)?;
     let load_ms = t.elapsed().as_secs_f64() * 1e3;
     let (prefix, suffixes) = sweep_ids(engine.tokenizer(), a.prefix, &a.lengths)
         .map_err(crate::engine::EngineError::from)?;
@@ -77,7 +77,7 @@ fn sweep_one(model: &Path, a: &SweepArgs, opts: &NativeOptions) -> Result<Value,
     }))
 }
 
-pub fn run(a: &SweepArgs, opts: &NativeOptions) -> Result<(), CliError> {
+pub fn run(a: &SweepArgs, opts: &HostOptions) -> Result<(), CliError> {
     if a.models.is_empty() {
         return Err(CliError::Usage(
             "--model: at least one model is required".into(),
@@ -101,8 +101,11 @@ pub fn run(a: &SweepArgs, opts: &NativeOptions) -> Result<(), CliError> {
         "date": today(),
         "machine": machine(),
         "runtime": "native",
-        "onnxruntime": "1.30 (onnxruntime-node's libonnxruntime.so.1), CPU execution provider",
-        "threads": opts.intra_threads,
+        "onnxruntime": match opts.runtime {
+            crate::model_dir::RuntimeKind::Ort => "1.30 (onnxruntime-node's libonnxruntime.so.1), CPU execution provider",
+            crate::model_dir::RuntimeKind::Own => "none: readout's own interpreter and int4 kernels",
+        },
+        "threads": opts.threads,
         "prefix_tokens": a.prefix,
         "lengths": a.lengths,
         "runs": a.runs,

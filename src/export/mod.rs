@@ -7,7 +7,7 @@ mod error;
 pub mod graph;
 pub mod head;
 pub mod inspect;
-pub mod onnx_pb;
+pub use crate::onnx_pb;
 pub mod output;
 pub mod passes;
 pub mod rows;

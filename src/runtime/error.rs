@@ -16,6 +16,8 @@ pub enum RuntimeError {
     Readout(#[from] CoreError),
     #[error("GPU: {0}")]
     Gpu(String),
+    #[error(transparent)]
+    Kernels(#[from] crate::kernels::KernelError),
     #[error("GPU device lost ({0}): every state's KV was on it; load the engine again")]
     DeviceLost(String),
 }
@@ -31,6 +33,7 @@ impl RuntimeError {
             Self::Readout(e) => e.info(),
             Self::Gpu(_) => I::new("gpu"),
             Self::DeviceLost(_) => I::new("device_lost"),
+            Self::Kernels(e) => e.info(),
         }
     }
 }

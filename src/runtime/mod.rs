@@ -1,13 +1,16 @@
 //! The runtime seam: load a decoder graph, run a step after a past, return
 //! logits and (optionally) the grown KV. Two implementations share one ONNX
-//! Runtime release: the `ort` crate natively, onnxruntime-web in the browser.
+//! Runtime release (the `ort` crate natively, onnxruntime-web in the
+//! browser); the third, `own`, is our interpreter and int4 kernels.
 //!
 //! The runtime never derives an input: the engine hands it the exact
 //! `attention_mask` and `position_ids` of every step (spec §6).
 
+pub mod any;
 mod error;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
+pub mod own;
 mod signature;
 #[cfg(target_arch = "wasm32")]
 pub mod web;

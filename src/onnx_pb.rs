@@ -1,4 +1,5 @@
-//! The ONNX protobuf messages this tool reads and rewrites, declared with
+//! The ONNX protobuf messages the surgery reads and rewrites and our own
+//! runtime loads, declared with
 //! prost's derive (field numbers from the ONNX IR spec, `onnx.proto`).
 //! Messages the surgery never looks inside (functions, training info, sparse
 //! tensors, sub-graphs, non-tensor types) are kept as opaque bytes, so they

@@ -1,0 +1,187 @@
+//! `GroupQueryAttention` (com.microsoft) as the builder emits it: rotary
+//! inside (non-interleaved, from the graph's own cos/sin caches), a causal
+//! mask over past + new tokens, grouped key/value heads, float32 throughout.
+
+use super::par::Pool;
+use super::tensor::Value;
+
+pub struct Gqa {
+    pub heads: usize,
+    pub kv_heads: usize,
+    /// 0: 1/√head_dim.
+    pub scale: f32,
+    /// `(cos, sin)`, each `[max_pos, half]`; `None`: keys and queries come
+    /// rotated already.
+    pub rotary: Option<(Vec<f32>, Vec<f32>, usize)>,
+}
+
+/// What one call computes: the output rows and, when asked, the grown past.
+pub struct GqaOut {
+    pub out: Vec<f32>,
+    pub present: Option<(Value, Value)>,
+}
+
+impl Gqa {
+    fn rotate(&self, x: &mut [f32], pos: usize, d: usize) -> Result<(), String> {
+        let Some((cos, sin, half)) = &self.rotary else {
+            return Ok(());
+        };
+        if 2 * half != d {
+            return Err(format!(
+                "rotary caches are {half} wide but the head dim is {d} (partial rotary is not computed)"
+            ));
+        }
+        let max_pos = cos.len() / half;
+        if pos >= max_pos {
+            return Err(format!(
+                "position {pos} is beyond the rotary cache's {max_pos}"
+            ));
+        }
+        let (c, s) = (
+            &cos[pos * half..(pos + 1) * half],
+            &sin[pos * half..(pos + 1) * half],
+        );
+        for j in 0..*half {
+            let (a, b) = (x[j], x[j + half]);
+            x[j] = a * c[j] - b * s[j];
+            x[j + half] = b * c[j] + a * s[j];
+        }
+        Ok(())
+    }
+
+    /// `q`: `[S, heads·D]`, `k`/`v`: `[S, kv_heads·D]`; `past_*`: `[1,
+    /// kv_heads, P, D]`; `total`: P + S as the graph computed it from the mask.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        &self,
+        mut q: Vec<f32>,
+        mut k: Vec<f32>,
+        v: &[f32],
+        s: usize,
+        past_k: &Value,
+        past_v: &Value,
+        total: usize,
+        want_present: bool,
+        pool: &Pool,
+    ) -> Result<GqaOut, String> {
+        let (hq, hk) = (self.heads, self.kv_heads);
+        if s == 0 || q.len() % (s * hq) != 0 {
+            return Err(format!(
+                "query of {} values for {s} rows and {hq} heads",
+                q.len()
+            ));
+        }
+        let d = q.len() / (s * hq);
+        if k.len() != s * hk * d || v.len() != s * hk * d {
+            return Err(format!(
+                "key/value of {}/{} values; {s} rows × {hk} heads × {d} expected",
+                k.len(),
+                v.len()
+            ));
+        }
+        let (pk, pv) = match (past_k.as_f32(), past_v.as_f32()) {
+            (Some(a), Some(b)) => (a, b),
+            _ => return Err("the past is not float32".into()),
+        };
+        if past_k.shape.len() != 4
+            || past_k.shape[1] != hk
+            || past_k.shape[3] != d
+            || past_v.shape != past_k.shape
+        {
+            return Err(format!(
+                "past of shape {:?}/{:?}; [1, {hk}, P, {d}] expected",
+                past_k.shape, past_v.shape
+            ));
+        }
+        let p = past_k.shape[2];
+        if total != p + s {
+            return Err(format!(
+                "the attention mask covers {total} tokens but past + new is {}: padding is not computed",
+                p + s
+            ));
+        }
+        for i in 0..s {
+            for h in 0..hq {
+                self.rotate(&mut q[(i * hq + h) * d..(i * hq + h + 1) * d], p + i, d)?;
+            }
+            for h in 0..hk {
+                self.rotate(&mut k[(i * hk + h) * d..(i * hk + h + 1) * d], p + i, d)?;
+            }
+        }
+        let scale = if self.scale == 0.0 {
+            1.0 / (d as f32).sqrt()
+        } else {
+            self.scale
+        };
+        let group = hq / hk;
+        // Output per head, `[heads][S][D]`, so each task owns one head.
+        let mut per_head = vec![0f32; hq * s * d];
+        let (qr, kr) = (&q, &k);
+        pool.chunks_mut(&mut per_head, s * d, |h, out| {
+            let kh = h / group;
+            let key = |t: usize| -> &[f32] {
+                if t < p {
+                    &pk[(kh * p + t) * d..(kh * p + t + 1) * d]
+                } else {
+                    &kr[((t - p) * hk + kh) * d..((t - p) * hk + kh + 1) * d]
+                }
+            };
+            let value = |t: usize| -> &[f32] {
+                if t < p {
+                    &pv[(kh * p + t) * d..(kh * p + t + 1) * d]
+                } else {
+                    &v[((t - p) * hk + kh) * d..((t - p) * hk + kh + 1) * d]
+                }
+            };
+            let mut scores = vec![0f32; p + s];
+            for i in 0..s {
+                let qi = &qr[(i * hq + h) * d..(i * hq + h + 1) * d];
+                let seen = p + i + 1;
+                let mut max = f32::NEG_INFINITY;
+                for (t, sc) in scores.iter_mut().enumerate().take(seen) {
+                    let kt = key(t);
+                    let mut dot = 0f32;
+                    for j in 0..d {
+                        dot += qi[j] * kt[j];
+                    }
+                    *sc = dot * scale;
+                    max = max.max(*sc);
+                }
+                let mut sum = 0f32;
+                for sc in scores.iter_mut().take(seen) {
+                    *sc = (*sc - max).exp();
+                    sum += *sc;
+                }
+                let o = &mut out[i * d..(i + 1) * d];
+                o.fill(0.0);
+                for (t, sc) in scores.iter().enumerate().take(seen) {
+                    let w = sc / sum;
+                    for (oj, vj) in o.iter_mut().zip(value(t)) {
+                        *oj += w * vj;
+                    }
+                }
+            }
+        });
+        let mut out = vec![0f32; s * hq * d];
+        for h in 0..hq {
+            for i in 0..s {
+                out[(i * hq + h) * d..(i * hq + h + 1) * d]
+                    .copy_from_slice(&per_head[(h * s + i) * d..(h * s + i + 1) * d]);
+            }
+        }
+        let present = want_present.then(|| {
+            let grow = |past: &[f32], new: &[f32]| {
+                let mut g = Vec::with_capacity(hk * (p + s) * d);
+                for h in 0..hk {
+                    g.extend_from_slice(&past[h * p * d..(h + 1) * p * d]);
+                    for i in 0..s {
+                        g.extend_from_slice(&new[(i * hk + h) * d..(i * hk + h + 1) * d]);
+                    }
+                }
+                Value::f32(vec![1, hk, p + s, d], g)
+            };
+            (grow(pk, &k), grow(pv, v))
+        });
+        Ok(GqaOut { out, present })
+    }
+}

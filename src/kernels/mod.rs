@@ -1,0 +1,21 @@
+//! Our own CPU runtime's compute: an interpreter for the decoder graphs the
+//! builder writes (the int4 `MatMulNBits` files, read as they are), with
+//! int4 × int8 kernels per instruction set and a float32 scalar reference.
+//! No I/O: the graph and its external data come in as bytes.
+
+mod attention;
+mod error;
+mod load;
+mod ops;
+mod par;
+mod program;
+pub mod q4;
+pub mod simd;
+mod tensor;
+
+pub use error::KernelError;
+pub use load::External;
+pub use par::Pool;
+pub use program::Program;
+pub use q4::Precision;
+pub use tensor::{Data, Value};

@@ -1,0 +1,265 @@
+//! int4 weight matrices as `MatMulNBits` stores them, and the products with
+//! them.
+//!
+//! Layout (the builder's, kept as is): row `n` of `N` holds `K / 32` blocks
+//! of 16 bytes; byte `j` of a block holds element `2j` in its low nibble and
+//! `2j + 1` in its high nibble; each block has one scale and a zero point
+//! (8 when the graph gives none). w = (q − zp) · scale.
+//!
+//! Two precisions for the activations:
+//! - `F32`: the reference. Each weight is dequantised and multiplied in
+//!   float32, block sums scaled once per block.
+//! - `Int8`: each activation row is quantised per 32-block to int8 with its
+//!   own scale (so the added error stays well below int4's own), blocks
+//!   are multiplied in integers and accumulated in float32. The activations
+//!   are stored in nibble order (even elements, then odd) so a block's
+//!   weight bytes unpack to low nibbles then high nibbles and line up with
+//!   them without a shuffle.
+
+use std::sync::Arc;
+
+use super::par::Pool;
+use super::simd;
+
+pub const BLOCK: usize = 32;
+/// Bytes of one block of 32 int4 weights.
+pub const BLOCK_BYTES: usize = BLOCK / 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// float32 activations, scalar code: the reference.
+    F32,
+    /// int8 activations, the fastest kernel this CPU has.
+    Int8,
+}
+
+pub struct Q4Matrix {
+    pub n: usize,
+    pub k: usize,
+    blocks: usize,
+    /// Shared with the graph's initializer (and the embedding, when tied).
+    q: Arc<Vec<u8>>,
+    scales: Vec<f32>,
+    /// One zero point per block, unpacked; `None`: 8 everywhere.
+    zero_points: Option<Vec<u8>>,
+}
+
+/// Activation rows quantised for the int8 kernels.
+pub struct QuantRows {
+    pub m: usize,
+    pub blocks: usize,
+    /// `m * blocks * 32`, each block in nibble order.
+    pub q: Vec<i8>,
+    /// Per block: the scale.
+    pub d: Vec<f32>,
+    /// Per block: the sum of its int8 values (for a zero point's share).
+    pub sum: Vec<i32>,
+}
+
+impl QuantRows {
+    pub fn new(a: &[f32], m: usize, k: usize) -> Self {
+        let blocks = k / BLOCK;
+        let mut q = vec![0i8; m * k];
+        let mut d = vec![0f32; m * blocks];
+        let mut sum = vec![0i32; m * blocks];
+        for b in 0..m * blocks {
+            let src = &a[b * BLOCK..(b + 1) * BLOCK];
+            let amax = src.iter().fold(0f32, |x, v| x.max(v.abs()));
+            let scale = amax / 127.0;
+            let inv = if scale > 0.0 { 1.0 / scale } else { 0.0 };
+            let dst = &mut q[b * BLOCK..(b + 1) * BLOCK];
+            let mut s = 0i32;
+            for j in 0..BLOCK_BYTES {
+                let lo = (src[2 * j] * inv).round() as i8;
+                let hi = (src[2 * j + 1] * inv).round() as i8;
+                dst[j] = lo;
+                dst[BLOCK_BYTES + j] = hi;
+                s += lo as i32 + hi as i32;
+            }
+            d[b] = scale;
+            sum[b] = s;
+        }
+        Self {
+            m,
+            blocks,
+            q,
+            d,
+            sum,
+        }
+    }
+
+    fn row(&self, r: usize) -> (&[i8], &[f32]) {
+        let k = self.blocks * BLOCK;
+        (
+            &self.q[r * k..(r + 1) * k],
+            &self.d[r * self.blocks..(r + 1) * self.blocks],
+        )
+    }
+}
+
+impl Q4Matrix {
+    /// `q`: `N * K/32 * 16` bytes; `scales`: `N * K/32`; `zero_points`:
+    /// `N * ceil(K/32 / 2)` bytes, two 4-bit points per byte, low nibble first.
+    pub fn new(
+        n: usize,
+        k: usize,
+        q: Arc<Vec<u8>>,
+        scales: Vec<f32>,
+        zero_points: Option<&[u8]>,
+    ) -> Result<Self, String> {
+        if k == 0 || k % BLOCK != 0 {
+            return Err(format!("K = {k} is not a positive multiple of {BLOCK}"));
+        }
+        let blocks = k / BLOCK;
+        if q.len() != n * blocks * BLOCK_BYTES {
+            return Err(format!(
+                "{} weight bytes for N = {n}, K = {k} (expected {})",
+                q.len(),
+                n * blocks * BLOCK_BYTES
+            ));
+        }
+        if scales.len() != n * blocks {
+            return Err(format!(
+                "{} scales for N = {n}, K = {k} (expected {})",
+                scales.len(),
+                n * blocks
+            ));
+        }
+        let zero_points = match zero_points {
+            None => None,
+            Some(z) => {
+                let per_row = blocks.div_ceil(2);
+                if z.len() != n * per_row {
+                    return Err(format!(
+                        "{} zero-point bytes for N = {n}, K = {k} (expected {})",
+                        z.len(),
+                        n * per_row
+                    ));
+                }
+                let mut out = Vec::with_capacity(n * blocks);
+                for row in 0..n {
+                    for b in 0..blocks {
+                        let byte = z[row * per_row + b / 2];
+                        out.push(if b % 2 == 0 { byte & 15 } else { byte >> 4 });
+                    }
+                }
+                Some(out)
+            }
+        };
+        Ok(Self {
+            n,
+            k,
+            blocks,
+            q,
+            scales,
+            zero_points,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.q.len() + self.scales.len() * 4
+    }
+
+    fn zp(&self, row: usize, b: usize) -> u8 {
+        self.zero_points
+            .as_ref()
+            .map_or(8, |z| z[row * self.blocks + b])
+    }
+
+    fn row_bytes(&self, row: usize) -> &[u8] {
+        let w = self.blocks * BLOCK_BYTES;
+        &self.q[row * w..(row + 1) * w]
+    }
+
+    /// Row `row` dequantised to float32 (an embedding lookup).
+    pub fn dequant_row(&self, row: usize, out: &mut [f32]) {
+        let bytes = self.row_bytes(row);
+        for b in 0..self.blocks {
+            let s = self.scales[row * self.blocks + b];
+            let zp = self.zp(row, b) as f32;
+            for j in 0..BLOCK_BYTES {
+                let byte = bytes[b * BLOCK_BYTES + j];
+                out[b * BLOCK + 2 * j] = ((byte & 15) as f32 - zp) * s;
+                out[b * BLOCK + 2 * j + 1] = ((byte >> 4) as f32 - zp) * s;
+            }
+        }
+    }
+
+    /// `out[m][n] = Σ_k a[m][k] · w[n][k]` for `m` rows of `a`.
+    pub fn matmul(&self, a: &[f32], m: usize, precision: Precision, pool: &Pool) -> Vec<f32> {
+        let n = self.n;
+        // Columns of the output per task: a few tasks per thread so the
+        // split evens out, whole and at least 16 rows of weights each.
+        let per_task = n.div_ceil(pool.threads() * 4).max(16);
+        let mut out_t = vec![0f32; n * m];
+        match precision {
+            Precision::F32 => pool.chunks_mut(&mut out_t, per_task * m, |t, chunk| {
+                let first = t * per_task;
+                for (i, col) in chunk.chunks_mut(m).enumerate() {
+                    for (r, o) in col.iter_mut().enumerate() {
+                        *o = self.dot_f32(first + i, &a[r * self.k..(r + 1) * self.k]);
+                    }
+                }
+            }),
+            Precision::Int8 => {
+                let rows = QuantRows::new(a, m, self.k);
+                let kernel = simd::detect();
+                pool.chunks_mut(&mut out_t, per_task * m, |t, chunk| {
+                    let first = t * per_task;
+                    for (i, col) in chunk.chunks_mut(m).enumerate() {
+                        self.dot_int8_rows(kernel, first + i, &rows, col);
+                    }
+                })
+            }
+        }
+        if m == 1 {
+            return out_t;
+        }
+        let mut out = vec![0f32; m * n];
+        for (c, col) in out_t.chunks(m).enumerate() {
+            for (r, v) in col.iter().enumerate() {
+                out[r * n + c] = *v;
+            }
+        }
+        out
+    }
+
+    /// The reference: float32 activations, weights dequantised one by one.
+    pub fn dot_f32(&self, row: usize, a: &[f32]) -> f32 {
+        let bytes = self.row_bytes(row);
+        let mut total = 0f32;
+        for b in 0..self.blocks {
+            let zp = self.zp(row, b) as f32;
+            let mut acc = 0f32;
+            for j in 0..BLOCK_BYTES {
+                let byte = bytes[b * BLOCK_BYTES + j];
+                acc += ((byte & 15) as f32 - zp) * a[b * BLOCK + 2 * j];
+                acc += ((byte >> 4) as f32 - zp) * a[b * BLOCK + 2 * j + 1];
+            }
+            total += acc * self.scales[row * self.blocks + b];
+        }
+        total
+    }
+
+    /// One weight row against every quantised activation row.
+    fn dot_int8_rows(&self, kernel: simd::Kernel, row: usize, rows: &QuantRows, out: &mut [f32]) {
+        let bytes = self.row_bytes(row);
+        let scales = &self.scales[row * self.blocks..(row + 1) * self.blocks];
+        let zps = self
+            .zero_points
+            .as_ref()
+            .map(|z| &z[row * self.blocks..(row + 1) * self.blocks]);
+        let mut r = 0;
+        while r < rows.m {
+            let take = (rows.m - r).min(simd::ROWS);
+            let mut acts: [(&[i8], &[f32]); simd::ROWS] = [(&[], &[]); simd::ROWS];
+            for (i, a) in acts.iter_mut().enumerate().take(take) {
+                *a = rows.row(r + i);
+            }
+            let res = simd::dot_rows(kernel, bytes, scales, zps, &acts[..take]);
+            out[r..r + take].copy_from_slice(&res[..take]);
+            r += take;
+        }
+    }
+}

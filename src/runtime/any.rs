@@ -1,0 +1,205 @@
+//! One type over two runtimes: an ONNX Runtime (`O`: native or web) or our
+//! own, chosen at load. The engine stays generic over one `Runtime`; every
+//! call forwards to the runtime chosen, so the overrides each has (the GPU
+//! readout on the web) still apply.
+
+use super::own::{OwnKv, OwnRuntime};
+use super::{Gathered, ReadSpec, RowRead, RunOutput, Runtime, RuntimeError, Signature, Step};
+use crate::core::logits::Logits;
+
+pub enum AnyRuntime<O> {
+    Onnx(O),
+    Own(Box<OwnRuntime>),
+}
+
+pub enum AnyKv<K> {
+    Onnx(K),
+    Own(OwnKv),
+}
+
+fn foreign() -> RuntimeError {
+    RuntimeError::Run("a past made by the other runtime".into())
+}
+
+fn map_out<K>(o: RunOutput<K>, f: impl FnOnce(K) -> AnyKv<K>) -> RunOutput<AnyKv<K>> {
+    RunOutput {
+        logits: o.logits,
+        present: o.present.map(f),
+        hidden: o.hidden,
+    }
+}
+
+impl<O: Runtime> AnyRuntime<O> {
+    /// Our runtime's description of itself, when it is the one chosen.
+    pub fn own(&self) -> Option<&OwnRuntime> {
+        match self {
+            Self::Own(r) => Some(r),
+            Self::Onnx(_) => None,
+        }
+    }
+}
+
+impl<O: Runtime> Runtime for AnyRuntime<O> {
+    type Kv = AnyKv<O::Kv>;
+
+    fn signature(&self) -> &Signature {
+        match self {
+            Self::Onnx(r) => r.signature(),
+            Self::Own(r) => r.signature(),
+        }
+    }
+
+    async fn run(
+        &mut self,
+        step: &Step,
+        past: Option<&Self::Kv>,
+        keep_present: bool,
+    ) -> Result<RunOutput<Self::Kv>, RuntimeError> {
+        match (self, past) {
+            (Self::Onnx(r), None) => {
+                Ok(map_out(r.run(step, None, keep_present).await?, AnyKv::Onnx))
+            }
+            (Self::Onnx(r), Some(AnyKv::Onnx(k))) => Ok(map_out(
+                r.run(step, Some(k), keep_present).await?,
+                AnyKv::Onnx,
+            )),
+            (Self::Own(r), None) => {
+                let o = r.run(step, None, keep_present).await?;
+                Ok(RunOutput {
+                    logits: o.logits,
+                    present: o.present.map(AnyKv::Own),
+                    hidden: o.hidden,
+                })
+            }
+            (Self::Own(r), Some(AnyKv::Own(k))) => {
+                let o = r.run(step, Some(k), keep_present).await?;
+                Ok(RunOutput {
+                    logits: o.logits,
+                    present: o.present.map(AnyKv::Own),
+                    hidden: o.hidden,
+                })
+            }
+            _ => Err(foreign()),
+        }
+    }
+
+    async fn extend(
+        &mut self,
+        step: &Step,
+        past: Option<&Self::Kv>,
+    ) -> Result<Self::Kv, RuntimeError> {
+        match (self, past) {
+            (Self::Onnx(r), None) => Ok(AnyKv::Onnx(r.extend(step, None).await?)),
+            (Self::Onnx(r), Some(AnyKv::Onnx(k))) => {
+                Ok(AnyKv::Onnx(r.extend(step, Some(k)).await?))
+            }
+            (Self::Own(r), None) => Ok(AnyKv::Own(r.extend(step, None).await?)),
+            (Self::Own(r), Some(AnyKv::Own(k))) => Ok(AnyKv::Own(r.extend(step, Some(k)).await?)),
+            _ => Err(foreign()),
+        }
+    }
+
+    async fn read(
+        &mut self,
+        step: &Step,
+        past: Option<&Self::Kv>,
+        spec: &ReadSpec<'_>,
+    ) -> Result<RowRead, RuntimeError> {
+        match (self, past) {
+            (Self::Onnx(r), None) => r.read(step, None, spec).await,
+            (Self::Onnx(r), Some(AnyKv::Onnx(k))) => r.read(step, Some(k), spec).await,
+            (Self::Own(r), None) => r.read(step, None, spec).await,
+            (Self::Own(r), Some(AnyKv::Own(k))) => r.read(step, Some(k), spec).await,
+            _ => Err(foreign()),
+        }
+    }
+
+    async fn log_probs_at(
+        &mut self,
+        step: &Step,
+        past: Option<&Self::Kv>,
+        keep_present: bool,
+        at: &[(usize, u32)],
+    ) -> Result<Gathered<Self::Kv>, RuntimeError> {
+        let onnx = |g: Gathered<O::Kv>| Gathered {
+            log_probs: g.log_probs,
+            dims: g.dims,
+            present: g.present.map(AnyKv::Onnx),
+        };
+        let own = |g: Gathered<OwnKv>| Gathered {
+            log_probs: g.log_probs,
+            dims: g.dims,
+            present: g.present.map(AnyKv::Own),
+        };
+        match (self, past) {
+            (Self::Onnx(r), None) => Ok(onnx(r.log_probs_at(step, None, keep_present, at).await?)),
+            (Self::Onnx(r), Some(AnyKv::Onnx(k))) => {
+                Ok(onnx(r.log_probs_at(step, Some(k), keep_present, at).await?))
+            }
+            (Self::Own(r), None) => Ok(own(r.log_probs_at(step, None, keep_present, at).await?)),
+            (Self::Own(r), Some(AnyKv::Own(k))) => {
+                Ok(own(r.log_probs_at(step, Some(k), keep_present, at).await?))
+            }
+            _ => Err(foreign()),
+        }
+    }
+
+    async fn run_many(
+        &mut self,
+        steps: &[Step],
+        past: Option<&Self::Kv>,
+    ) -> Result<Vec<Logits>, RuntimeError> {
+        match (self, past) {
+            (Self::Onnx(r), None) => r.run_many(steps, None).await,
+            (Self::Onnx(r), Some(AnyKv::Onnx(k))) => r.run_many(steps, Some(k)).await,
+            (Self::Own(r), None) => r.run_many(steps, None).await,
+            (Self::Own(r), Some(AnyKv::Own(k))) => r.run_many(steps, Some(k)).await,
+            _ => Err(foreign()),
+        }
+    }
+
+    fn kv_len(&self, kv: &Self::Kv) -> usize {
+        match (self, kv) {
+            (Self::Onnx(r), AnyKv::Onnx(k)) => r.kv_len(k),
+            (Self::Own(r), AnyKv::Own(k)) => r.kv_len(k),
+            _ => 0,
+        }
+    }
+
+    fn kv_tensors(&self, kv: &Self::Kv) -> usize {
+        match (self, kv) {
+            (Self::Onnx(r), AnyKv::Onnx(k)) => r.kv_tensors(k),
+            (Self::Own(r), AnyKv::Own(k)) => r.kv_tensors(k),
+            _ => 0,
+        }
+    }
+
+    fn release(&mut self, kv: Self::Kv) {
+        match (self, kv) {
+            (Self::Onnx(r), AnyKv::Onnx(k)) => r.release(k),
+            (Self::Own(r), AnyKv::Own(k)) => r.release(k),
+            _ => {}
+        }
+    }
+
+    fn bytes_read_back(&self) -> u64 {
+        match self {
+            Self::Onnx(r) => r.bytes_read_back(),
+            Self::Own(r) => r.bytes_read_back(),
+        }
+    }
+
+    fn now_ms(&self) -> f64 {
+        match self {
+            Self::Onnx(r) => r.now_ms(),
+            Self::Own(r) => r.now_ms(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::Onnx(r) => r.describe(),
+            Self::Own(r) => r.describe(),
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! Our own runtime: the graph interpreter and int4 kernels of
+//! `crate::kernels`, over the same ONNX files ONNX Runtime loads. It runs
+//! natively and on wasm32 (the browser's CPU path), with no ONNX Runtime
+//! underneath; ONNX Runtime stays the reference it is tested against.
+
+use serde::Serialize;
+
+use super::{Dtype, RunOutput, Runtime, RuntimeError, Signature, Step, HIDDEN_OUTPUT};
+use crate::core::logits::Logits;
+use crate::kernels::{simd, External, Pool, Precision, Program, Value};
+
+/// A past: one float32 tensor `[1, kv_heads, P, head_dim]` per
+/// `past_key_values.*` input, in signature order (key, value per layer).
+pub struct OwnKv {
+    values: Vec<Value>,
+    len: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct OwnOptions {
+    pub threads: usize,
+    pub precision: Precision,
+}
+
+impl Default for OwnOptions {
+    fn default() -> Self {
+        #[cfg(not(target_arch = "wasm32"))]
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        #[cfg(target_arch = "wasm32")]
+        let threads = 1;
+        Self {
+            threads,
+            precision: Precision::Int8,
+        }
+    }
+}
+
+/// What `describe` and `engine.info()` say about this runtime.
+#[derive(Debug, Clone, Serialize)]
+pub struct OwnInfo {
+    pub kernel: simd::Kernel,
+    pub precision: Precision,
+    pub threads: usize,
+    pub weight_bytes: usize,
+}
+
+/// What one forward fetched: logits, the exposed hidden state, the grown past.
+struct Fetched {
+    logits: Option<Logits>,
+    hidden: Option<Logits>,
+    present: Option<OwnKv>,
+}
+
+/// Where each graph input and output sits in the program's order.
+struct Slots {
+    ids: usize,
+    mask: Option<usize>,
+    /// Signature order: key, value per layer.
+    past: Vec<usize>,
+    logits: usize,
+    hidden: Option<usize>,
+    present: Vec<usize>,
+}
+
+pub struct OwnRuntime {
+    program: Program,
+    pool: Pool,
+    precision: Precision,
+    signature: Signature,
+    slots: Slots,
+    kv_dims: [usize; 2],
+    read_back: u64,
+    label: String,
+    #[cfg(not(target_arch = "wasm32"))]
+    origin: std::time::Instant,
+}
+
+/// The most bytes of weights a build can hold: wasm32 addresses 4 GiB, and
+/// the page, the tokenizer and the activations need some of it.
+pub const WEIGHT_LIMIT: u64 = if cfg!(target_arch = "wasm32") {
+    3 << 30
+} else {
+    u64::MAX
+};
+
+impl OwnRuntime {
+    /// `graph`: the ONNX bytes; `external`: each external-data location's
+    /// bytes; `kv_dims`: (kv heads, head dim) from config.json.
+    pub fn load(
+        graph: &[u8],
+        external: &External<'_>,
+        opts: &OwnOptions,
+        kv_dims: [usize; 2],
+        label: &str,
+    ) -> Result<Self, RuntimeError> {
+        let program = Program::load(graph, external, WEIGHT_LIMIT)?;
+        let find = |list: &[String], name: &str| list.iter().position(|n| n == name);
+        let inputs: Vec<String> = program.inputs().to_vec();
+        let outputs: Vec<String> = program.outputs().map(str::to_string).collect();
+        let signature = Signature::from_io(
+            inputs.clone(),
+            outputs.clone(),
+            Dtype::F32,
+            vec![-1, kv_dims[0] as i64, -1, kv_dims[1] as i64],
+            Dtype::F32,
+        )?;
+        if signature.has_position_ids {
+            return Err(RuntimeError::Signature(
+                "a position_ids input: this runtime computes positions from the attention mask, as GroupQueryAttention does".into(),
+            ));
+        }
+        let missing = |n: &str| RuntimeError::Signature(format!("{n} is missing"));
+        let mut past = Vec::new();
+        let mut present = Vec::new();
+        for pair in &signature.past {
+            for n in [&pair.past_key, &pair.past_value] {
+                past.push(find(&inputs, n).ok_or_else(|| missing(n))?);
+            }
+            for n in [&pair.present_key, &pair.present_value] {
+                present.push(find(&outputs, n).ok_or_else(|| missing(n))?);
+            }
+        }
+        let slots = Slots {
+            ids: find(&inputs, "input_ids").ok_or_else(|| missing("input_ids"))?,
+            mask: find(&inputs, "attention_mask"),
+            past,
+            logits: find(&outputs, "logits").ok_or_else(|| missing("logits"))?,
+            hidden: find(&outputs, HIDDEN_OUTPUT),
+            present,
+        };
+        if inputs.len() != 1 + usize::from(slots.mask.is_some()) + slots.past.len() {
+            return Err(RuntimeError::Signature(format!(
+                "inputs {inputs:?}: only input_ids, attention_mask and the past are fed"
+            )));
+        }
+        let pool = Pool::new(opts.threads).map_err(RuntimeError::Library)?;
+        Ok(Self {
+            program,
+            pool,
+            precision: opts.precision,
+            signature,
+            slots,
+            kv_dims,
+            read_back: 0,
+            label: label.to_string(),
+            #[cfg(not(target_arch = "wasm32"))]
+            origin: std::time::Instant::now(),
+        })
+    }
+
+    pub fn info(&self) -> OwnInfo {
+        OwnInfo {
+            kernel: match self.precision {
+                Precision::F32 => simd::Kernel::Scalar,
+                Precision::Int8 => simd::detect(),
+            },
+            precision: self.precision,
+            threads: self.pool.threads(),
+            weight_bytes: self.program.weight_bytes,
+        }
+    }
+
+    /// One step; `logits`/`present` say which outputs to compute (the
+    /// interpreter then skips what only the others need: a prefill never
+    /// runs the head).
+    fn forward(
+        &mut self,
+        step: &Step,
+        past: Option<&OwnKv>,
+        logits: bool,
+        present: bool,
+    ) -> Result<Fetched, RuntimeError> {
+        let s = step.input_ids.len();
+        let ids = Value::i64(vec![1, s], step.input_ids.clone());
+        let mask = match (&step.attention_mask, self.slots.mask) {
+            (Some(m), Some(_)) => Some(Value::i64(vec![1, m.len()], m.clone())),
+            (None, None) => None,
+            (m, has) => {
+                return Err(RuntimeError::Run(format!(
+                    "attention_mask given: {}, graph takes it: {}",
+                    m.is_some(),
+                    has.is_some()
+                )))
+            }
+        };
+        if step.position_ids.is_some() {
+            return Err(RuntimeError::Run(
+                "position_ids given; the graph takes none".into(),
+            ));
+        }
+        let empty = Value::f32(vec![1, self.kv_dims[0], 0, self.kv_dims[1]], Vec::new());
+        let mut feeds: Vec<&Value> = vec![&empty; self.program.inputs().len()];
+        feeds[self.slots.ids] = &ids;
+        if let (Some(i), Some(m)) = (self.slots.mask, &mask) {
+            feeds[i] = m;
+        }
+        if let Some(kv) = past {
+            for (slot, v) in self.slots.past.iter().zip(&kv.values) {
+                feeds[*slot] = v;
+            }
+        }
+        let n_out = self.program.outputs().count();
+        let mut want = vec![false; n_out];
+        want[self.slots.logits] = logits;
+        if let Some(h) = self.slots.hidden {
+            want[h] = logits;
+        }
+        for p in &self.slots.present {
+            want[*p] = present;
+        }
+        let mut outs = self
+            .program
+            .run(&feeds, &want, self.precision, &self.pool)?;
+        let as_logits = |v: Value| -> Result<Logits, RuntimeError> {
+            match v.data {
+                crate::kernels::Data::F32(d) => Ok(Logits::f32(v.shape, d)),
+                _ => Err(RuntimeError::Run(format!(
+                    "an output came back as {}",
+                    v.kind()
+                ))),
+            }
+        };
+        let lg = if logits {
+            Some(as_logits(
+                outs[self.slots.logits]
+                    .take()
+                    .ok_or_else(|| RuntimeError::Run("no logits".into()))?,
+            )?)
+        } else {
+            None
+        };
+        let hidden = match (logits, self.slots.hidden) {
+            (true, Some(h)) => outs[h].take().map(as_logits).transpose()?,
+            _ => None,
+        };
+        let kv = if present {
+            let mut values = Vec::with_capacity(self.slots.present.len());
+            for p in &self.slots.present {
+                values.push(
+                    outs[*p]
+                        .take()
+                        .ok_or_else(|| RuntimeError::Run("a present.* was not computed".into()))?,
+                );
+            }
+            let len = values
+                .first()
+                .and_then(|v| v.shape.get(2))
+                .copied()
+                .unwrap_or(0);
+            Some(OwnKv { values, len })
+        } else {
+            None
+        };
+        self.read_back += (lg.as_ref().map_or(0, |l| l.byte_len())
+            + hidden.as_ref().map_or(0, |h| h.byte_len())) as u64;
+        Ok(Fetched {
+            logits: lg,
+            hidden,
+            present: kv,
+        })
+    }
+}
+
+impl Runtime for OwnRuntime {
+    type Kv = OwnKv;
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    async fn run(
+        &mut self,
+        step: &Step,
+        past: Option<&OwnKv>,
+        keep_present: bool,
+    ) -> Result<RunOutput<OwnKv>, RuntimeError> {
+        let f = self.forward(step, past, true, keep_present)?;
+        Ok(RunOutput {
+            logits: f
+                .logits
+                .ok_or_else(|| RuntimeError::Run("no logits".into()))?,
+            present: f.present,
+            hidden: f.hidden,
+        })
+    }
+
+    async fn extend(&mut self, step: &Step, past: Option<&OwnKv>) -> Result<OwnKv, RuntimeError> {
+        self.forward(step, past, false, true)?
+            .present
+            .ok_or_else(|| RuntimeError::Run("the run returned no present.*".into()))
+    }
+
+    fn kv_len(&self, kv: &OwnKv) -> usize {
+        kv.len
+    }
+
+    fn kv_tensors(&self, kv: &OwnKv) -> usize {
+        kv.values.len()
+    }
+
+    fn release(&mut self, kv: OwnKv) {
+        drop(kv);
+    }
+
+    fn bytes_read_back(&self) -> u64 {
+        self.read_back
+    }
+
+    fn now_ms(&self) -> f64 {
+        #[cfg(not(target_arch = "wasm32"))]
+        {
+            self.origin.elapsed().as_secs_f64() * 1e3
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            js_sys::Date::now()
+        }
+    }
+
+    fn describe(&self) -> String {
+        let i = self.info();
+        format!(
+            "readout kernels ({} activations, {} kernel, {} thread{}), {}",
+            match i.precision {
+                Precision::F32 => "float32",
+                Precision::Int8 => "int8",
+            },
+            i.kernel.name(),
+            i.threads,
+            if i.threads == 1 { "" } else { "s" },
+            self.label
+        )
+    }
+}
+
+/// Natively: the graph at `path` and the external-data files it names
+/// (relative to its directory), read whole.
+#[cfg(not(target_arch = "wasm32"))]
+pub fn load_file(
+    path: &std::path::Path,
+    opts: &OwnOptions,
+    kv_dims: [usize; 2],
+) -> Result<OwnRuntime, RuntimeError> {
+    let load_err = |e: &dyn std::fmt::Display| RuntimeError::Load {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    };
+    let graph = std::fs::read(path).map_err(|e| load_err(&e))?;
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let mut files = std::collections::HashMap::new();
+    for loc in Program::external_locations(&graph)? {
+        let p = dir.join(&loc);
+        if std::path::Path::new(&loc)
+            .components()
+            .any(|c| !matches!(c, std::path::Component::Normal(_)))
+        {
+            return Err(load_err(&format!(
+                "external data location {loc:?} leaves the model's directory"
+            )));
+        }
+        let bytes = std::fs::read(&p).map_err(|e| RuntimeError::Load {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })?;
+        files.insert(loc, bytes);
+    }
+    let external = |loc: &str| files.get(loc).map(Vec::as_slice);
+    OwnRuntime::load(
+        &graph,
+        &external,
+        opts,
+        kv_dims,
+        &path.display().to_string(),
+    )
+}

@@ -1,0 +1,498 @@
+//! Our own runtime (`runtime::own`) against ONNX Runtime on the same files:
+//! the float32 reference path within 1e-4 in probability, the int8 kernels
+//! within 5e-3, a cached prefix equal to one uncached forward, and the
+//! graphs it cannot compute refused by name.
+
+mod common;
+
+use common::*;
+use pollster::block_on;
+use readout::core::logits::Logits;
+use readout::engine::convention::{derive, Convention};
+use readout::engine::ScoreOptions;
+use readout::kernels::KernelError;
+use readout::kernels::Precision;
+use readout::model_dir::{open_host_engine, HostOptions, RuntimeKind};
+use readout::runtime::native::NativeRuntime;
+use readout::runtime::own::{load_file, OwnOptions, OwnRuntime};
+use readout::runtime::{Runtime, RuntimeError};
+
+fn kv_dims(id: &str) -> [usize; 2] {
+    let text = std::fs::read_to_string(model_path(id).join("config.json")).unwrap();
+    let c = readout::core::config::ModelConfig::parse(&text).unwrap();
+    [c.kv_heads, c.head_dim]
+}
+
+fn own(id: &str, precision: Precision) -> OwnRuntime {
+    load_file(
+        &model_path(id).join("model.onnx"),
+        &OwnOptions {
+            threads: 2,
+            precision,
+        },
+        kv_dims(id),
+    )
+    .unwrap_or_else(|e| panic!("{id}: {e}"))
+}
+
+fn ort(id: &str) -> NativeRuntime {
+    NativeRuntime::load(&model_path(id).join("model.onnx"), &opts(), kv_dims(id)).unwrap()
+}
+
+fn softmax(row: &[f32]) -> Vec<f64> {
+    let max = row.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
+    let e: Vec<f64> = row.iter().map(|&x| (x as f64 - max).exp()).collect();
+    let s: f64 = e.iter().sum();
+    e.iter().map(|x| x / s).collect()
+}
+
+/// max |Δp| over every row's full softmax, and how many rows' argmax differ.
+fn compare(a: &Logits, b: &Logits) -> (f64, usize) {
+    assert_eq!(a.dims, b.dims);
+    let mut worst = 0f64;
+    let mut flips = 0;
+    for r in 0..a.dims[1] {
+        let (pa, pb) = (softmax(&a.row_f32(r)), softmax(&b.row_f32(r)));
+        let arg = |p: &[f64]| (0..p.len()).max_by(|&i, &j| p[i].total_cmp(&p[j])).unwrap();
+        if arg(&pa) != arg(&pb) {
+            flips += 1;
+        }
+        for (x, y) in pa.iter().zip(&pb) {
+            worst = worst.max((x - y).abs());
+        }
+    }
+    (worst, flips)
+}
+
+fn ids(id: &str, text: &str) -> Vec<u32> {
+    let t = std::fs::read_to_string(model_path(id).join("tokenizer.json")).unwrap();
+    readout::core::tokenizer::TextTokenizer::from_json(t.as_bytes())
+        .unwrap()
+        .encode(text)
+        .unwrap()
+}
+
+const TEXT: &str = "Evidence: the customer asked for a refund of 240 dollars on the annual plan, \
+and the agent said it would be processed within five days. Question: was a refund promised?";
+
+fn uncached<R: Runtime>(rt: &mut R, ids: &[u32]) -> Logits {
+    let step = derive(Convention::MaskPastAndSuffix, rt.signature(), 0, ids);
+    block_on(rt.run(&step, None, false)).unwrap().logits
+}
+
+/// ONNX Runtime's own margin (top1 − top2 probability) at each row.
+fn margins(l: &Logits) -> Vec<f64> {
+    (0..l.dims[1])
+        .map(|r| {
+            let mut p = softmax(&l.row_f32(r));
+            p.sort_by(|a, b| b.total_cmp(a));
+            p[0] - p[1]
+        })
+        .collect()
+}
+
+/// Rows whose argmax differs between `a` and the reference `b`.
+fn flipped_rows(a: &Logits, b: &Logits) -> Vec<usize> {
+    let arg = |l: &Logits, r: usize| {
+        let row = l.row_f32(r);
+        (0..row.len())
+            .max_by(|&i, &j| row[i].total_cmp(&row[j]))
+            .unwrap()
+    };
+    (0..a.dims[1]).filter(|&r| arg(a, r) != arg(b, r)).collect()
+}
+
+/// The issue's bar: the reference within 1e-4 of ONNX Runtime, the int8
+/// kernels within 5e-3, and an argmax change only where ONNX Runtime's own
+/// margin is below 0.01.
+fn agrees_with_onnx_runtime(id: &str) {
+    let t = ids(id, TEXT);
+    let want = uncached(&mut ort(id), &t);
+    let m = margins(&want);
+    for (precision, bound) in [(Precision::F32, 1e-4), (Precision::Int8, 5e-3)] {
+        let got = uncached(&mut own(id, precision), &t);
+        let (dp, flips) = compare(&got, &want);
+        let rows = flipped_rows(&got, &want);
+        println!(
+            "{id} {precision:?}: max|Δp| {dp:.3e} over {} rows, {flips} argmax changes (ONNX Runtime margins there: {:?})",
+            want.dims[1],
+            rows.iter().map(|&r| format!("{:.1e}", m[r])).collect::<Vec<_>>()
+        );
+        assert!(
+            dp <= bound,
+            "{id} {precision:?}: max|Δp| {dp:e} > {bound:e}"
+        );
+        for r in rows {
+            assert!(
+                m[r] < 0.01,
+                "{id} {precision:?}: argmax changed at row {r} where the margin is {}",
+                m[r]
+            );
+        }
+    }
+}
+
+#[test]
+fn the_tiny_models_agree_with_onnx_runtime() {
+    for id in [
+        Q4,
+        Q4F16,
+        "qwen3-tiny-random-q4-trimmed",
+        "qwen3-tiny-random-q4-trimmed-pruned",
+    ] {
+        agrees_with_onnx_runtime(id);
+    }
+}
+
+/// A copy of model `id` (graph, data, config, tokenizer) with every
+/// MatMulNBits set to `accuracy_level` 1: ONNX Runtime then computes in
+/// float32 what the file as built asks it to approximate with int8
+/// activations (SmolLM2's files ask for level 4).
+fn float32_copy(id: &str) -> TempDir {
+    use prost::Message;
+    use readout::onnx_pb::ModelProto;
+    let src = model_path(id);
+    let tmp = temp_dir(&format!("own-level1-{id}"));
+    copy_model(id, &tmp);
+    let bytes = std::fs::read(src.join("model.onnx")).unwrap();
+    let mut m = ModelProto::decode(bytes.as_slice()).unwrap();
+    let mut set = 0;
+    for n in &mut m.graph.as_mut().unwrap().node {
+        if n.op_type.as_deref() == Some("MatMulNBits") {
+            for a in &mut n.attribute {
+                if a.name.as_deref() == Some("accuracy_level") {
+                    a.i = Some(1);
+                    set += 1;
+                }
+            }
+        }
+    }
+    assert!(set > 0);
+    std::fs::write(tmp.join("model.onnx"), m.encode_to_vec()).unwrap();
+    tmp
+}
+
+/// On SmolLM2 the reference agrees with ONNX Runtime's float32 path to
+/// 1e-4; the int8 kernels are held to twice the distance of ONNX Runtime's
+/// own int8 path (the file as built) from the same float32 (measured in the
+/// same run: both are approximations of it, neither is the truth).
+#[test]
+fn smollm2_agrees_with_onnx_runtime_in_float32() {
+    let id = "smollm2-135m-instruct-q4";
+    let tmp = float32_copy(id);
+    let graph = tmp.join("model.onnx");
+    let dims = kv_dims(id);
+    let t = ids(id, TEXT);
+    let want = uncached(&mut NativeRuntime::load(&graph, &opts(), dims).unwrap(), &t);
+    let m = margins(&want);
+    let (ort_dp, ort_flips) = compare(&uncached(&mut ort(id), &t), &want);
+    println!("{id}: ONNX Runtime's int8 path (level 4) against its float32 (level 1): max|Δp| {ort_dp:.3e}, {ort_flips} argmax changes");
+    for precision in [Precision::F32, Precision::Int8] {
+        let mut rt = load_file(
+            &graph,
+            &OwnOptions {
+                threads: 2,
+                precision,
+            },
+            dims,
+        )
+        .unwrap();
+        let got = uncached(&mut rt, &t);
+        let (dp, flips) = compare(&got, &want);
+        let rows = flipped_rows(&got, &want);
+        println!(
+            "{id} against level 1, ours {precision:?}: max|Δp| {dp:.3e} over {} rows, {flips} argmax changes (margins there: {:?})",
+            want.dims[1],
+            rows.iter().map(|&r| format!("{:.1e}", m[r])).collect::<Vec<_>>()
+        );
+        match precision {
+            Precision::F32 => {
+                assert!(dp <= 1e-4, "reference: max|Δp| {dp:e}");
+                assert_eq!(flips, 0);
+            }
+            Precision::Int8 => assert!(
+                dp <= 2.0 * ort_dp,
+                "int8: max|Δp| {dp:e} against ONNX Runtime's own {ort_dp:e}"
+            ),
+        }
+    }
+}
+
+/// A prefix extended, then the suffix run on its past, equals one uncached
+/// forward of the whole: rows are computed one by one and keys and values
+/// are the same numbers either way, so the match is exact.
+#[test]
+fn a_cached_prefix_equals_one_uncached_forward() {
+    for precision in [Precision::F32, Precision::Int8] {
+        let mut rt = own(Q4, precision);
+        let t = ids(Q4, TEXT);
+        let (head, tail) = t.split_at(t.len() / 2);
+        let sig = rt.signature().clone();
+        let past = block_on(rt.extend(&derive(Convention::MaskPastAndSuffix, &sig, 0, head), None))
+            .unwrap();
+        assert_eq!(rt.kv_len(&past), head.len());
+        let step = derive(Convention::MaskPastAndSuffix, &sig, head.len(), tail);
+        let cached = block_on(rt.run(&step, Some(&past), false)).unwrap().logits;
+        let whole = uncached(&mut rt, &t);
+        let v = whole.dims[2];
+        for r in 0..tail.len() {
+            let a = cached.row_f32(r);
+            let b = whole.row_f32(head.len() + r);
+            let d = a
+                .iter()
+                .zip(&b)
+                .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+            assert_eq!(
+                d, 0.0,
+                "{precision:?}: row {r} of {v} logits differs by {d}"
+            );
+        }
+        // The past is not changed by a run after it.
+        let again = block_on(rt.run(&step, Some(&past), false)).unwrap().logits;
+        assert_eq!(again, cached);
+    }
+}
+
+fn host(
+    dir: &std::path::Path,
+    runtime: RuntimeKind,
+    precision: Precision,
+) -> readout::model_dir::HostEngine {
+    open_host_engine(
+        dir,
+        &HostOptions {
+            runtime,
+            threads: 2,
+            precision,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{} on {runtime:?}: {e}", dir.display()))
+}
+
+struct FixtureDiff {
+    criteria: usize,
+    max_dp: f64,
+    changed: usize,
+    /// Changed decisions where the reference's margin was below 0.01.
+    close: usize,
+}
+
+/// The authored fixture's criteria (the first `states` states) scored by
+/// two engines: max |Δp| over the options and the decisions that change.
+fn fixture_diff(
+    a: &mut readout::model_dir::HostEngine,
+    b: &mut readout::model_dir::HostEngine,
+    states: usize,
+) -> FixtureDiff {
+    let mut d = FixtureDiff {
+        criteria: 0,
+        max_dp: 0.0,
+        changed: 0,
+        close: 0,
+    };
+    let opts = ScoreOptions::default();
+    for state in fixture().into_iter().take(states) {
+        let (sa, sb) = (
+            block_on(a.prefill(&state)).unwrap(),
+            block_on(b.prefill(&state)).unwrap(),
+        );
+        let da = block_on(a.score_all(sa, &state.criteria, &opts)).unwrap();
+        let db = block_on(b.score_all(sb, &state.criteria, &opts)).unwrap();
+        for (x, y) in da.iter().zip(&db) {
+            d.criteria += 1;
+            for (p, q) in x.probs.iter().zip(&y.probs) {
+                d.max_dp = d.max_dp.max((p.p - q.p).abs());
+            }
+            if x.answer != y.answer {
+                d.changed += 1;
+                d.close += usize::from(y.margin < 0.01);
+            }
+        }
+        a.dispose(sa).unwrap();
+        b.dispose(sb).unwrap();
+    }
+    d
+}
+
+/// How many fixture states a test scores: all of them with
+/// READOUT_FULL_FIXTURE=1 (what the docs' numbers come from), else enough
+/// to cover every family in CI's time.
+fn fixture_states() -> usize {
+    if std::env::var_os("READOUT_FULL_FIXTURE").is_some() {
+        usize::MAX
+    } else {
+        3
+    }
+}
+
+/// The engine on our runtime passes its load-time proofs unchanged and
+/// scores the authored fixture like the engine on ONNX Runtime: the
+/// reference to 1e-4 with no decision changed; the int8 kernels within
+/// twice ONNX Runtime's own int8 distance (SmolLM2), and on the random tiny
+/// model a decision changes only where the margin is below 0.01.
+#[test]
+fn the_engine_on_our_runtime_scores_the_authored_fixture_like_onnx_runtime() {
+    let states = fixture_states();
+    let tiny = model_path(Q4);
+    let mut ort_tiny = host(&tiny, RuntimeKind::Ort, Precision::F32);
+    for precision in [Precision::F32, Precision::Int8] {
+        let mut e = host(&tiny, RuntimeKind::Own, precision);
+        assert!(
+            e.info().runtime.starts_with("readout kernels"),
+            "{}",
+            e.info().runtime
+        );
+        let d = fixture_diff(&mut e, &mut ort_tiny, states);
+        println!("{Q4} {precision:?}: {} criteria, max|Δp| {:.3e}, {} decisions changed ({} where the margin < 0.01)", d.criteria, d.max_dp, d.changed, d.close);
+        let bound = if precision == Precision::F32 {
+            1e-4
+        } else {
+            2e-2
+        };
+        assert!(d.max_dp <= bound, "{precision:?}: {:e}", d.max_dp);
+        assert_eq!(d.changed, d.close);
+    }
+    let id = "smollm2-135m-instruct-q4";
+    let level1 = float32_copy(id);
+    let mut truth = host(&level1, RuntimeKind::Ort, Precision::F32);
+    let mut as_built = host(&model_path(id), RuntimeKind::Ort, Precision::F32);
+    let o = fixture_diff(&mut as_built, &mut truth, states);
+    println!("{id}: ONNX Runtime int8 (as built) against its float32: {} criteria, max|Δp| {:.3e}, {} decisions changed", o.criteria, o.max_dp, o.changed);
+    for precision in [Precision::F32, Precision::Int8] {
+        let mut e = host(&level1, RuntimeKind::Own, precision);
+        let d = fixture_diff(&mut e, &mut truth, states);
+        println!("{id} ours {precision:?} against ONNX Runtime float32: {} criteria, max|Δp| {:.3e}, {} decisions changed ({} where the margin < 0.01)", d.criteria, d.max_dp, d.changed, d.close);
+        match precision {
+            Precision::F32 => {
+                assert!(d.max_dp <= 1e-4, "{:e}", d.max_dp);
+                assert_eq!(d.changed, 0);
+            }
+            Precision::Int8 => assert!(
+                d.max_dp <= 2.0 * o.max_dp.max(1e-3),
+                "{:e} against {:e}",
+                d.max_dp,
+                o.max_dp
+            ),
+        }
+    }
+}
+
+fn load_err(graph: &[u8], dir: &std::path::Path, limit: u64) -> KernelError {
+    let data = std::fs::read(dir.join("model.onnx.data")).unwrap();
+    let ext = |loc: &str| (loc == "model.onnx.data").then_some(data.as_slice());
+    match readout::kernels::Program::load(graph, &ext, limit) {
+        Ok(_) => panic!("loaded"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn graphs_it_cannot_compute_are_refused_by_name() {
+    use prost::Message;
+    use readout::onnx_pb::ModelProto;
+    // A float32 graph: named as such, with the way out.
+    let fp32 = model_path("qwen3-tiny-random-fp32");
+    let err = load_file(&fp32.join("model.onnx"), &OwnOptions::default(), [2, 16])
+        .err()
+        .expect("refused");
+    let text = err.to_string();
+    assert!(text.contains("MatMul") && text.contains("q4"), "{text}");
+    match &err {
+        RuntimeError::Kernels(KernelError::Unsupported { node, op, .. }) => {
+            assert_eq!(op, "MatMul");
+            assert!(!node.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(err.info().code, "graph_unsupported");
+
+    // An operator it does not know, and an attribute value it does not compute.
+    let dir = model_path(Q4);
+    let bytes = std::fs::read(dir.join("model.onnx")).unwrap();
+    let mut m = ModelProto::decode(bytes.as_slice()).unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let i = g
+        .node
+        .iter()
+        .position(|n| n.op_type.as_deref() == Some("Sigmoid"))
+        .unwrap();
+    g.node[i].op_type = Some("Tanh".into());
+    let name = g.node[i].name.clone().unwrap();
+    match load_err(&m.encode_to_vec(), &dir, u64::MAX) {
+        KernelError::Unsupported { node, op, reason } => {
+            assert_eq!((node.as_str(), op.as_str()), (name.as_str(), "Tanh"));
+            assert!(reason.contains("Tanh"), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut m = ModelProto::decode(bytes.as_slice()).unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let gqa = g
+        .node
+        .iter_mut()
+        .find(|n| n.op_type.as_deref() == Some("GroupQueryAttention"))
+        .unwrap();
+    gqa.attribute
+        .iter_mut()
+        .find(|a| a.name.as_deref() == Some("local_window_size"))
+        .unwrap()
+        .i = Some(128);
+    match load_err(&m.encode_to_vec(), &dir, u64::MAX) {
+        KernelError::Unsupported { reason, .. } => {
+            assert!(reason.contains("local_window_size = 128"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Too large for the build: refused before a weight is copied, with the sizes.
+    match load_err(&bytes, &dir, 1 << 20) {
+        e @ KernelError::TooLarge { needed, limit } => {
+            assert!(needed > limit && limit == 1 << 20);
+            assert_eq!(e.info().code, "model_too_large");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Truncated external data: the initializer and the file's length are named.
+    let data = std::fs::read(dir.join("model.onnx.data")).unwrap();
+    let short = &data[..data.len() / 2];
+    let ext = |loc: &str| (loc == "model.onnx.data").then_some(short);
+    match readout::kernels::Program::load(&bytes, &ext, u64::MAX) {
+        Err(KernelError::Initializer { name, reason }) => {
+            assert!(!name.is_empty());
+            assert!(reason.contains("truncated"), "{reason}");
+        }
+        Err(other) => panic!("{other:?}"),
+        Ok(_) => panic!("loaded a truncated file"),
+    }
+    // Not ONNX at all.
+    assert!(matches!(
+        load_err(b"not a model", &dir, u64::MAX),
+        KernelError::Decode(_)
+    ));
+}
+
+/// A run the graph refuses (a mask with padding) leaves the runtime usable.
+#[test]
+fn a_refused_run_leaves_the_runtime_usable() {
+    let mut rt = own(Q4, Precision::Int8);
+    let t = ids(Q4, TEXT);
+    let sig = rt.signature().clone();
+    let mut step = derive(Convention::MaskPastAndSuffix, &sig, 0, &t);
+    let good = block_on(rt.run(&step, None, false)).unwrap().logits;
+    if let Some(m) = step.attention_mask.as_mut() {
+        m[0] = 0;
+    }
+    let err = block_on(rt.run(&step, None, false))
+        .err()
+        .expect("padding refused");
+    assert!(err.to_string().contains("padding"), "{err}");
+    let mut bad = derive(Convention::MaskPastAndSuffix, &sig, 0, &t);
+    bad.input_ids[0] = 10_000_000;
+    let err = block_on(rt.run(&bad, None, false))
+        .err()
+        .expect("id refused");
+    assert!(err.to_string().contains("outside the vocabulary"), "{err}");
+    let step = derive(Convention::MaskPastAndSuffix, &sig, 0, &t);
+    assert_eq!(block_on(rt.run(&step, None, false)).unwrap().logits, good);
+}
