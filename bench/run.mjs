@@ -49,7 +49,7 @@ export function parseArgs(argv) {
     modes: !flag("--no-modes"),
   };
   if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
-  if (!["wasm", "webgpu"].includes(o.backend)) throw new Error(`--backend: ${o.backend} is not wasm or webgpu`);
+  if (!["wasm", "webgpu", "cpu"].includes(o.backend)) throw new Error(`--backend: ${o.backend} is not wasm, webgpu or cpu`);
   return o;
 }
 

@@ -43,7 +43,7 @@ build() {
     # breaks its externref table ("WebAssembly.Table.set(): Argument 1 is invalid").
     log "wasm-opt -Oz"
     wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
-      --enable-mutable-globals --enable-reference-types --enable-multivalue "$wasm" -o "$tmp/opt.wasm"
+      --enable-mutable-globals --enable-reference-types --enable-multivalue --enable-simd "$wasm" -o "$tmp/opt.wasm"
     wasm="$tmp/opt.wasm"
   fi
   wasm-bindgen --target web --out-dir "$tmp" --out-name readout "$wasm"

@@ -3,7 +3,7 @@
 // only moves values between the page and the engine.
 //
 // Query parameters (for links and the headless driver): model=<models.json id>,
-// backend=auto|webgpu|wasm, autoload=0 to wait for the Load button,
+// backend=auto|webgpu|wasm|cpu, autoload=0 to wait for the Load button,
 // mode=letters|cloze:sum|cloze:mean, calibration=none|content-free,
 // prompt=plain|chat (unset: the model's default from models.json).
 import init, { Engine, defaultThreads, limits } from "/pkg/readout.js";

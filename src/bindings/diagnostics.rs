@@ -60,7 +60,9 @@ impl Engine {
         future_to_promise(async move {
             shared
                 .with(async |e| {
-                    e.runtime().end_profiling();
+                    if let Some(r) = e.runtime().onnx() {
+                        r.end_profiling();
+                    }
                     Ok(())
                 })
                 .await?;
@@ -75,7 +77,10 @@ impl Engine {
         let shared = self.shared.clone();
         future_to_promise(async move {
             shared
-                .with(async |e| Ok(e.runtime().lose_device().await?))
+                .with(async |e| match e.runtime().onnx() {
+                    Some(r) => Ok(r.lose_device().await?),
+                    None => Ok(()),
+                })
                 .await?;
             Ok(JsValue::UNDEFINED)
         })

@@ -15,8 +15,14 @@ use crate::core::catalog::{Catalog, Entry};
 use crate::core::config::ModelConfig;
 use crate::engine::{Engine, ModelAssets};
 use crate::gpu::web::{request_shared_device, SharedDevice};
+use crate::runtime::any::AnyRuntime;
+use crate::runtime::own::{OwnOptions, OwnRuntime};
 use crate::runtime::web::ort::{self, Ort};
 use crate::runtime::web::{Backend, WebModel, WebOptions, WebRuntime};
+
+/// The engine the bindings hold: onnxruntime-web (WebGPU or WASM) or our
+/// own runtime.
+pub type WebEngine = Engine<AnyRuntime<WebRuntime>>;
 
 pub struct LoadOptions {
     pub backend: Requested,
@@ -209,9 +215,9 @@ fn configure_ort(ort: &Ort, opts: &LoadOptions) {
 use wasm_bindgen::JsCast;
 
 async fn probe_gpu(requested: Requested) -> (Gpu, Option<SharedDevice>) {
-    if requested == Requested::Wasm {
+    if matches!(requested, Requested::Wasm | Requested::Cpu) {
         return (
-            Gpu::Unavailable("not probed: the WASM backend was asked for".into()),
+            Gpu::Unavailable("not probed: a CPU backend was asked for".into()),
             None,
         );
     }
@@ -228,7 +234,7 @@ async fn probe_gpu(requested: Requested) -> (Gpu, Option<SharedDevice>) {
 }
 
 pub struct Loaded {
-    pub engine: Engine<WebRuntime>,
+    pub engine: WebEngine,
     pub report: LoadReport,
     pub live: Rc<Cell<usize>>,
 }
@@ -286,40 +292,80 @@ pub async fn load(
     };
     let config = ModelConfig::parse(&files.config).map_err(|e| e.to_string())?;
     let live = Rc::new(Cell::new(0));
-    let backend = match choice.backend {
-        Chosen::WebGpu => Backend::WebGpu,
-        Chosen::Wasm => Backend::Wasm,
+    let (runtime, readout, threads) = match choice.backend {
+        Chosen::Cpu => {
+            // The bytes are copied into wasm memory once; onnxruntime-web is
+            // never imported on this path.
+            let graph = files.graph.to_vec();
+            let external: Vec<(String, Vec<u8>)> = files
+                .external
+                .iter()
+                .map(|(n, b)| (n.clone(), b.to_vec()))
+                .collect();
+            let lookup = |loc: &str| {
+                external
+                    .iter()
+                    .find(|(n, _)| n == loc)
+                    .map(|(_, b)| b.as_slice())
+            };
+            let rt = OwnRuntime::load(
+                &graph,
+                &lookup,
+                &OwnOptions {
+                    threads: opts.threads.map_or(1, |t| t as usize),
+                    precision: crate::kernels::Precision::Int8,
+                },
+                [config.kv_heads, config.head_dim],
+                &choice.model,
+            )
+            .map_err(|e| e.to_string())?;
+            let threads = rt.info().threads as f64;
+            (
+                AnyRuntime::Own(Box::new(rt)),
+                "cpu: readout's own kernels".to_string(),
+                Some(threads),
+            )
+        }
+        Chosen::WebGpu | Chosen::Wasm => {
+            let backend = if choice.backend == Chosen::WebGpu {
+                Backend::WebGpu
+            } else {
+                Backend::Wasm
+            };
+            let model = WebModel {
+                graph: files.graph.clone(),
+                external: files.external.clone(),
+                kv_dims: [config.kv_heads, config.head_dim],
+            };
+            let device = if backend == Backend::WebGpu && !opts.ort_device {
+                device
+            } else {
+                None
+            };
+            let ort = Ort::import(if backend == Backend::WebGpu {
+                "webgpu"
+            } else {
+                "wasm"
+            })
+            .await?;
+            configure_ort(&ort, &opts);
+            let runtime = WebRuntime::load(
+                model,
+                WebOptions {
+                    backend,
+                    ort: ort.clone(),
+                    device,
+                    profiling: opts.profiling,
+                },
+                live.clone(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let readout = runtime.readout_path();
+            let threads = ort::get(&ort::get(&ort.env(), "wasm"), "numThreads").as_f64();
+            (AnyRuntime::Onnx(runtime), readout, threads)
+        }
     };
-    let model = WebModel {
-        graph: files.graph.clone(),
-        external: files.external.clone(),
-        kv_dims: [config.kv_heads, config.head_dim],
-    };
-    let device = if backend == Backend::WebGpu && !opts.ort_device {
-        device
-    } else {
-        None
-    };
-    let ort = Ort::import(if backend == Backend::WebGpu {
-        "webgpu"
-    } else {
-        "wasm"
-    })
-    .await?;
-    configure_ort(&ort, &opts);
-    let runtime = WebRuntime::load(
-        model,
-        WebOptions {
-            backend,
-            ort: ort.clone(),
-            device,
-            profiling: opts.profiling,
-        },
-        live.clone(),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let readout = runtime.readout_path();
     let assets = ModelAssets {
         model_id: choice.model.clone(),
         config_json: files.config.clone(),
@@ -338,7 +384,6 @@ pub async fn load(
             .map_err(|e| format!("models.json entry {}: readout: {e}", choice.model))?;
     }
     let global = js_sys::global();
-    let threads = ort::get(&ort::get(&ort.env(), "wasm"), "numThreads").as_f64();
     let report = LoadReport {
         source: source.to_string(),
         backend: choice.backend,

@@ -29,9 +29,9 @@ use crate::core::backend::Requested;
 use crate::core::debias::Debias;
 use crate::core::fixture::{Criterion, StateSpec};
 use crate::core::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
-use crate::engine::{Engine as CoreEngine, EngineInfo, ScoreOptions, StateId};
+use crate::engine::{EngineInfo, ScoreOptions, StateId};
 use crate::runtime::web::ort::get;
-use crate::runtime::web::WebRuntime;
+use load::WebEngine;
 
 #[wasm_bindgen(start)]
 pub fn start() {
@@ -40,9 +40,10 @@ pub fn start() {
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &'static str = r#"
-export type Backend = "auto" | "webgpu" | "wasm";
+export type Backend = "auto" | "webgpu" | "wasm" | "cpu";
 export interface LoadOptions {
-  /** "auto" (default): WebGPU when an adapter exists and the dtype runs there, else the entry's WASM variant. */
+  /** "auto" (default): WebGPU when an adapter exists and the dtype runs there, else the entry's WASM variant.
+   *  "cpu": readout's own int4 kernels (SIMD128, one thread for now) over the entry's own file, no onnxruntime-web. */
   backend?: Backend;
   /** URL prefix where onnxruntime-web's dist/ files (.wasm, .mjs) are served. Nothing else is contacted. */
   ortBase?: string;
@@ -91,7 +92,7 @@ export interface Decision {
   allowed_mass?: number; order_unstable?: boolean; ms: number;
 }
 export interface EngineInfo {
-  model_id: string; runtime: string; backend: "webgpu" | "wasm"; backend_reason: string;
+  model_id: string; runtime: string; backend: "webgpu" | "wasm" | "cpu"; backend_reason: string;
   readout: string; run_limit: number; bytes_read_back: number; live_gpu_tensors: number;
   /** Set once the WebGPU device was lost: every later run is refused; load the engine again. */
   device_lost?: string | null;
@@ -172,7 +173,7 @@ fn drop_nulls(v: &mut serde_json::Value) {
 
 struct Shared {
     /// `None` once the engine is disposed.
-    engine: Mutex<Option<CoreEngine<WebRuntime>>>,
+    engine: Mutex<Option<WebEngine>>,
     report: LoadReport,
     live: Rc<Cell<usize>>,
     /// The engine's report at load, for the synchronous `info()` (it does not
@@ -186,7 +187,7 @@ struct Shared {
 impl Shared {
     async fn with<T>(
         self: &Rc<Self>,
-        f: impl AsyncFnOnce(&mut CoreEngine<WebRuntime>) -> Result<T, crate::engine::EngineError>,
+        f: impl AsyncFnOnce(&mut WebEngine) -> Result<T, crate::engine::EngineError>,
     ) -> Result<T, JsValue> {
         let mut guard = self.engine.lock().await;
         let engine = guard
@@ -355,7 +356,7 @@ impl JsScoreOptions {
         })
     }
 
-    fn for_engine(&self, e: &CoreEngine<WebRuntime>) -> ScoreOptions {
+    fn for_engine(&self, e: &WebEngine) -> ScoreOptions {
         let d = e.readout_defaults();
         ScoreOptions {
             debias: self.debias.unwrap_or_default(),
@@ -406,7 +407,7 @@ impl Engine {
             .await
             .map_err(js_err)?;
         let info = loaded.engine.info();
-        let lost = loaded.engine.runtime().lost_flag();
+        let lost = loaded.engine.runtime().onnx().and_then(|r| r.lost_flag());
         // What the load-time proofs read back counts from the start, so a
         // caller's before/after difference around a call is that call's.
         let read_back = Cell::new(loaded.engine.bytes_read_back());
@@ -496,7 +497,9 @@ impl Engine {
             let mut guard = shared.engine.lock().await;
             if let Some(mut e) = guard.take() {
                 e.dispose_all();
-                e.runtime().close().await;
+                if let Some(r) = e.runtime().onnx() {
+                    r.close().await;
+                }
             }
             Ok(JsValue::UNDEFINED)
         })

@@ -11,6 +11,8 @@ pub enum Requested {
     Auto,
     WebGpu,
     Wasm,
+    /// Our own runtime over the entry's own (int4) file.
+    Cpu,
 }
 
 impl Requested {
@@ -19,8 +21,9 @@ impl Requested {
             "auto" => Ok(Self::Auto),
             "webgpu" => Ok(Self::WebGpu),
             "wasm" => Ok(Self::Wasm),
+            "cpu" => Ok(Self::Cpu),
             other => Err(format!(
-                "backend: {other:?} is not one of \"auto\", \"webgpu\", \"wasm\""
+                "backend: {other:?} is not one of \"auto\", \"webgpu\", \"wasm\", \"cpu\""
             )),
         }
     }
@@ -31,6 +34,7 @@ impl Requested {
 pub enum Chosen {
     WebGpu,
     Wasm,
+    Cpu,
 }
 
 /// What the page found when it asked for a WebGPU device.
@@ -75,6 +79,13 @@ pub fn choose(requested: Requested, gpu: &Gpu, model: &Model<'_>) -> Result<Choi
         Gpu::Available { .. } => None,
     };
     match (requested, gpu_problem) {
+        (Requested::Cpu, _) => Ok(Choice {
+            backend: Chosen::Cpu,
+            model: model.id.to_string(),
+            reason:
+                "the cpu backend (readout's own kernels over the entry's own file) was asked for"
+                    .into(),
+        }),
         (Requested::Wasm, _) => Ok(wasm("the WASM backend was asked for".into())),
         (Requested::WebGpu, Some(p)) => Err(format!("backend \"webgpu\" was asked for but {p}")),
         (Requested::Auto, Some(p)) => Ok(wasm(format!("{p}; falling back to the WASM backend"))),
@@ -159,5 +170,8 @@ mod tests {
         let c = choose(Requested::Wasm, &gpu(true), &Q4F16).unwrap();
         assert_eq!((c.backend, c.model.as_str()), (Chosen::Wasm, "m-fp32"));
         assert!(Requested::parse("cuda").unwrap_err().contains("backend"));
+        // Our own runtime reads the entry's own int4 file, never the float32 variant.
+        let c = choose(Requested::parse("cpu").unwrap(), &gpu(false), &Q4F16).unwrap();
+        assert_eq!((c.backend, c.model.as_str()), (Chosen::Cpu, "m-q4f16"));
     }
 }

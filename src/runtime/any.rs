@@ -30,11 +30,19 @@ fn map_out<K>(o: RunOutput<K>, f: impl FnOnce(K) -> AnyKv<K>) -> RunOutput<AnyKv
 }
 
 impl<O: Runtime> AnyRuntime<O> {
-    /// Our runtime's description of itself, when it is the one chosen.
+    /// Our runtime, when it is the one chosen.
     pub fn own(&self) -> Option<&OwnRuntime> {
         match self {
             Self::Own(r) => Some(r),
             Self::Onnx(_) => None,
+        }
+    }
+
+    /// The ONNX Runtime, when it is the one chosen (its own diagnostics).
+    pub fn onnx(&self) -> Option<&O> {
+        match self {
+            Self::Onnx(r) => Some(r),
+            Self::Own(_) => None,
         }
     }
 }

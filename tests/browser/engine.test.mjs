@@ -60,6 +60,27 @@ test("WASM backend: the tiny model gives the native engine's decisions on the wh
   assert.equal(r.live, 0);
 });
 
+test("cpu backend: our own kernels in wasm give the native engine's decisions on our runtime, and ONNX Runtime's within the int8 bound", async () => {
+  const states = fixture();
+  const r = await scoreStates(`/models/${TINY}/`, "cpu", states);
+  assert.equal(r.info.backend, "cpu");
+  assert.match(r.info.backend_reason, /cpu backend/);
+  assert.match(r.info.runtime, /^readout kernels \(int8 activations, simd128 kernel, 1 thread\)/);
+  assert.equal(r.decisions.length, 89);
+  // The same arithmetic as natively, but SIMD128's float sums are ordered
+  // differently from AVX2's, and an activation that moves by a rounding
+  // error can land on the other side of an int8 step in the next layer: so
+  // the bound is the int8 kernels' own (5e-3), and no decision may change.
+  const own = nativeDecisions(TINY, ["--runtime", "own"]);
+  const same = compare(new Map(r.decisions), own);
+  const ort = compare(new Map(r.decisions), native);
+  console.log(`# cpu: 89 criteria, max |Δp| vs native own runtime ${same.worst.toExponential(2)}, vs native ONNX Runtime ${ort.worst.toExponential(2)} (${ort.changed.length} changed), load ${r.loadMs.toFixed(0)} ms, scoring ${r.scoreMs.toFixed(0)} ms`);
+  assert.deepEqual(same.changed, []);
+  assert.ok(same.worst <= 5e-3, `max |Δp| vs native own ${same.worst}`);
+  assert.ok(ort.worst <= 2e-2, `max |Δp| vs ONNX Runtime ${ort.worst}`);
+  assert.equal(r.live, 0);
+});
+
 test("WebGPU backend (SwiftShader): the tiny model gives the native engine's decisions", async () => {
   const states = fixture().slice(0, 3);
   const r = await scoreStates(`/models/${TINY}/`, "webgpu", states);
