@@ -123,6 +123,21 @@ impl State {
     }
 }
 
+/// Our int4 kernels as this build runs them (SIMD128 in the browser)
+/// against the scalar reference on fixed data: `{ kernel, worst }`, the
+/// largest relative difference (`kernels::simd::self_test`).
+#[wasm_bindgen(js_name = kernelSelfTest)]
+pub fn kernel_self_test() -> Result<JsValue, JsValue> {
+    #[derive(serde::Serialize)]
+    struct Report {
+        kernel: crate::kernels::simd::Kernel,
+        worst: f32,
+    }
+    let (kernel, worst) = crate::kernels::simd::self_test();
+    serde_wasm_bindgen::to_value(&Report { kernel, worst })
+        .map_err(|e| JsValue::from_str(&e.to_string()))
+}
+
 /// The WGSL readout kernel (spec §8) and the CPU readSlots on the same
 /// `[1, rows, width]` logits (float32, or float16 bits when `f16`), on a
 /// fresh WebGPU device: `{ gpu: {logits, logSumExp, bytesReadBack}, cpu: {logits, logSumExp} }`.

