@@ -254,9 +254,29 @@ impl Program {
             p.outputs.push((name, r));
         }
         p.weight_bytes = q4_cache.values().map(|m| m.bytes()).sum();
-        // Tables now held by the int4 matrices; the initializers' copies go.
-        for v in &mut p.consts {
-            if matches!(v.data, Data::U8(_)) || v.len() > 1 << 16 {
+        // Constants a node reads at run stay; those compiled into an op (int4
+        // tables, scales, rotary caches) are held there, so their copies go.
+        let mut read = vec![false; p.consts.len()];
+        for node in &p.nodes {
+            for (i, r) in node.inputs.iter().enumerate() {
+                let compiled = match node.op {
+                    Op::MatMulQ4 { .. } => i != 0,
+                    Op::GatherQ4(_) => i != 1,
+                    Op::Attention(_) => i == 7 || i == 8,
+                    _ => false,
+                };
+                if let (Ref::Const(c), false) = (r, compiled) {
+                    read[*c] = true;
+                }
+            }
+        }
+        for (_, r) in &p.outputs {
+            if let Ref::Const(c) = r {
+                read[*c] = true;
+            }
+        }
+        for (v, keep) in p.consts.iter_mut().zip(read) {
+            if !keep {
                 *v = Value::f32(vec![0], Vec::new());
             }
         }
