@@ -170,6 +170,42 @@ pub fn dtype_size(dt: i32) -> Option<usize> {
     }
 }
 
+/// The little-endian bytes of a tensor stored in the model itself
+/// (`raw_data`, or the typed fields), for the surgery and our runtime alike;
+/// `None` when it is external. Err: a data type the typed fields are not
+/// read for.
+pub fn inline_bytes(t: &TensorProto) -> Option<Result<Vec<u8>, String>> {
+    if t.data_location == Some(1) {
+        return None;
+    }
+    if let Some(raw) = &t.raw_data {
+        return Some(Ok(raw.clone()));
+    }
+    let mut out = Vec::new();
+    match t.data_type.unwrap_or(0) {
+        dtype::FLOAT => t
+            .float_data
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+        dtype::INT64 => t
+            .int64_data
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+        dtype::INT32 => t
+            .int32_data
+            .iter()
+            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
+        // uint8/int8/float16 in int32_data: one element per entry.
+        dtype::UINT8 | dtype::INT8 => t.int32_data.iter().for_each(|v| out.push(*v as u8)),
+        dtype::FLOAT16 | dtype::BFLOAT16 => t
+            .int32_data
+            .iter()
+            .for_each(|v| out.extend_from_slice(&(*v as u16).to_le_bytes())),
+        dt => return Some(Err(format!("data type {dt} not readable here"))),
+    }
+    Some(Ok(out))
+}
+
 pub fn dtype_name(dt: i32) -> &'static str {
     match dt {
         dtype::FLOAT => "float32",

@@ -143,37 +143,10 @@ impl OnnxModel {
                 .map_err(|e| ExportError::file(&path, e))?;
             return Ok(buf);
         }
-        if let Some(raw) = &t.raw_data {
-            return Ok(raw.clone());
+        match crate::onnx_pb::inline_bytes(t) {
+            Some(r) => r.map_err(|e| graph_err(format!("{name}: {e}"))),
+            None => Err(graph_err(format!("{name}: external tensor read as inline"))),
         }
-        let dt = t.data_type.unwrap_or(0);
-        let mut out = Vec::new();
-        match dt {
-            dtype::FLOAT => t
-                .float_data
-                .iter()
-                .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            dtype::INT64 => t
-                .int64_data
-                .iter()
-                .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            dtype::INT32 => t
-                .int32_data
-                .iter()
-                .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-            // uint8/int8/float16 in int32_data: one element per entry.
-            dtype::UINT8 | dtype::INT8 => t.int32_data.iter().for_each(|v| out.push(*v as u8)),
-            dtype::FLOAT16 | dtype::BFLOAT16 => t
-                .int32_data
-                .iter()
-                .for_each(|v| out.extend_from_slice(&(*v as u16).to_le_bytes())),
-            _ => {
-                return Err(graph_err(format!(
-                    "{name}: data type {dt} not readable here"
-                )))
-            }
-        }
-        Ok(out)
     }
 
     pub fn tensor_len(t: &TensorProto) -> Result<usize, ExportError> {

@@ -68,33 +68,12 @@ fn raw_bytes<'t>(
     if let Some(raw) = &t.raw_data {
         return Ok(std::borrow::Cow::Borrowed(raw));
     }
-    let mut out = Vec::new();
-    match t.data_type.unwrap_or(0) {
-        dtype::FLOAT => t
-            .float_data
-            .iter()
-            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-        dtype::INT64 => t
-            .int64_data
-            .iter()
-            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-        dtype::INT32 => t
-            .int32_data
-            .iter()
-            .for_each(|v| out.extend_from_slice(&v.to_le_bytes())),
-        dtype::UINT8 | dtype::INT8 => t.int32_data.iter().for_each(|v| out.push(*v as u8)),
-        dtype::FLOAT16 => t
-            .int32_data
-            .iter()
-            .for_each(|v| out.extend_from_slice(&(*v as u16).to_le_bytes())),
-        other => {
-            return Err(init_err(
-                name,
-                format!("data type {other} is not read here"),
-            ))
-        }
+    match crate::onnx_pb::inline_bytes(t) {
+        Some(r) => r
+            .map(std::borrow::Cow::Owned)
+            .map_err(|e| init_err(name, e)),
+        None => Err(init_err(name, "external tensor read as inline")),
     }
-    Ok(std::borrow::Cow::Owned(out))
 }
 
 /// An initializer or constant as an interpreter value.
