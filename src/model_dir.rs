@@ -163,6 +163,9 @@ pub struct HostOptions {
     pub threads: usize,
     /// Our runtime's activations (ONNX Runtime ignores it).
     pub precision: Precision,
+    /// Our runtime packs a call's branches into one pass (ONNX Runtime
+    /// cannot: it runs them one by one either way).
+    pub pack: bool,
 }
 
 impl Default for HostOptions {
@@ -171,6 +174,7 @@ impl Default for HostOptions {
             runtime: RuntimeKind::Ort,
             threads: NativeOptions::default().intra_threads,
             precision: Precision::Int8,
+            pack: true,
         }
     }
 }
@@ -196,6 +200,7 @@ impl ModelDir {
                 &OwnOptions {
                     threads: opts.threads,
                     precision: opts.precision,
+                    pack: opts.pack,
                 },
                 dims,
             )?)),

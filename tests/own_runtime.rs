@@ -16,13 +16,7 @@ use readout::model_dir::{open_host_engine, HostOptions, RuntimeKind};
 use readout::runtime::native::NativeRuntime;
 use readout::runtime::own::{load_file, OwnOptions, OwnRuntime};
 use readout::runtime::{Runtime, RuntimeError};
-use std::path::{Path, PathBuf};
-
-fn kv_dims(dir: &Path) -> [usize; 2] {
-    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
-    let c = readout::core::config::ModelConfig::parse(&text).unwrap();
-    [c.kv_heads, c.head_dim]
-}
+use std::path::Path;
 
 fn own(dir: &Path, precision: Precision) -> OwnRuntime {
     load_file(
@@ -30,6 +24,7 @@ fn own(dir: &Path, precision: Precision) -> OwnRuntime {
         &OwnOptions {
             threads: 2,
             precision,
+            pack: true,
         },
         kv_dims(dir),
     )
@@ -140,36 +135,6 @@ fn agrees_with_onnx_runtime(dir: &Path) {
     }
 }
 
-/// A trimmed and a trimmed+pruned cut of the tiny q4 model, made here: the
-/// test command builds only the stock tiny models before `cargo test`.
-fn cuts(tmp: &Path) -> [PathBuf; 2] {
-    use readout::export::commands::{run, Op};
-    let trimmed = tmp.join(format!("{Q4}-trimmed"));
-    let pruned = tmp.join(format!("{Q4}-trimmed-pruned"));
-    run(&model_path(Q4), &trimmed, &Op::Trim).unwrap();
-    let prune = Op::Prune {
-        letters: "ABCD".into(),
-        tokenizer: None,
-    };
-    run(&trimmed, &pruned, &prune).unwrap();
-    [trimmed, pruned]
-}
-
-/// SmolLM2 is built by `scripts/main.sh`, not by the test command (CI runs
-/// the tiny models only): where it is absent the test says so and skips it.
-fn smollm2(id: &str) -> Option<PathBuf> {
-    let dir = root().join("models").join(id);
-    if dir.join("model.onnx").is_file() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIPPED {id}: {} is not built (bash scripts/main.sh builds it)",
-            dir.display()
-        );
-        None
-    }
-}
-
 #[test]
 fn the_tiny_models_agree_with_onnx_runtime() {
     let tmp = temp_dir("own-cuts");
@@ -232,6 +197,7 @@ fn smollm2_agrees_with_onnx_runtime_in_float32() {
             &OwnOptions {
                 threads: 2,
                 precision,
+                pack: true,
             },
             dims,
         )
@@ -303,6 +269,7 @@ fn host(
             runtime,
             threads: 2,
             precision,
+            pack: true,
         },
     )
     .unwrap_or_else(|e| panic!("{} on {runtime:?}: {e}", dir.display()))

@@ -33,6 +33,9 @@ pub struct LoadOptions {
     /// WebGPU only: let onnxruntime-web create its own device instead of
     /// sharing the engine's (no GPU readout then; a diagnostic).
     pub ort_device: bool,
+    /// cpu only: pack a call's branches into one pass (default on; off is
+    /// the serial path a benchmark compares against).
+    pub pack_branches: Option<bool>,
 }
 
 /// What `engine.info()` adds to the engine's own report.
@@ -314,6 +317,7 @@ pub async fn load(
                 &OwnOptions {
                     threads: opts.threads.map_or(1, |t| t as usize),
                     precision: crate::kernels::Precision::Int8,
+                    pack: opts.pack_branches.unwrap_or(true),
                 },
                 [config.kv_heads, config.head_dim],
                 &choice.model,

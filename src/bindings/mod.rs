@@ -214,6 +214,7 @@ fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue>
                 threads: None,
                 profiling: false,
                 ort_device: false,
+                pack_branches: None,
             },
             None,
         ));
@@ -248,9 +249,16 @@ fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue>
             )))
         }
     };
+    let pack = get(v, "packBranches");
+    let pack_branches = match pack.as_bool() {
+        Some(b) => Some(b),
+        None if pack.is_undefined() || pack.is_null() => None,
+        None => return Err(js_err("packBranches: must be true or false")),
+    };
     Ok((
         LoadOptions {
             backend,
+            pack_branches,
             ort_base: get(v, "ortBase").as_string(),
             threads,
             profiling: get(v, "profiling").is_truthy(),

@@ -109,8 +109,10 @@ pub fn run(
         for s in &states {
             bar.set_message(s.id.clone());
             let id = engine.prefill_with(s, readout.head_style()).await?;
-            for c in &s.criteria {
-                let d = engine.score(id, c, &so).await?;
+            // A state's criteria go together, so a runtime that packs
+            // branches runs them (and their rotations) in one pass.
+            let decisions = engine.score_all(id, &s.criteria, &so).await?;
+            for (c, d) in s.criteria.iter().zip(decisions) {
                 score_ms += d.ms;
                 if let Some(gold) = c.answer_index() {
                     scored.push(Scored {

@@ -67,8 +67,19 @@ struct Cli {
     /// scalar reference they are tested against).
     #[arg(long, global = true, value_enum, default_value_t = PrecisionArg::Int8)]
     precision: PrecisionArg,
+    /// Our runtime: `on` packs a call's branches (criteria, debias
+    /// rotations, cloze options) into one block-causal pass; `off` runs one
+    /// after another (the serial path packing is measured against).
+    #[arg(long, global = true, value_enum, default_value_t = PackArg::On)]
+    pack: PackArg,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum PackArg {
+    On,
+    Off,
 }
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -212,6 +223,7 @@ pub fn main() -> std::process::ExitCode {
             PrecisionArg::Int8 => crate::kernels::Precision::Int8,
             PrecisionArg::F32 => crate::kernels::Precision::F32,
         },
+        pack: matches!(cli.pack, PackArg::On),
         ..HostOptions::default()
     };
     if let Some(t) = cli.threads {

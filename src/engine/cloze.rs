@@ -2,6 +2,7 @@
 //! the prompt style a state was prefilled in (plain text or the model's chat
 //! template).
 
+use super::branches::{self, Plan};
 use super::{chunk, Engine, EngineError, StateId};
 use crate::core::chat::ChatTemplate;
 use crate::core::cloze::Baseline;
@@ -12,8 +13,6 @@ use crate::core::prompt::{
 };
 use crate::core::CoreError;
 use crate::runtime::{ReadSpec, Runtime};
-
-use super::convention::Convention;
 
 /// What a state's head was rendered from, so its suffixes (and its
 /// content-free twin) are rendered the same way.
@@ -49,11 +48,9 @@ fn baseline_key(head: &HeadText, mode: Mode, c: &Criterion, order: Option<&[usiz
 /// Per option, log p of each of its tokens after `past` + `question`. With
 /// `head_ids` (uncached) every run starts from an empty past instead:
 /// head + question + option in one forward.
-#[allow(clippy::too_many_arguments)]
 async fn option_log_probs<R: Runtime>(
     rt: &mut R,
-    conv: Convention,
-    limit: usize,
+    plan: &Plan,
     past: &R::Kv,
     uncached_head: Option<&[u32]>,
     question: &[u32],
@@ -64,8 +61,9 @@ async fn option_log_probs<R: Runtime>(
             "the question part tokenised to nothing".into(),
         ));
     };
-    let mut out = Vec::with_capacity(options.len());
+    let (conv, limit) = (plan.conv, plan.limit);
     if let Some(head) = uncached_head {
+        let mut out = Vec::with_capacity(options.len());
         for o in options {
             let mut ids = head.to_vec();
             ids.extend_from_slice(question);
@@ -74,31 +72,33 @@ async fn option_log_probs<R: Runtime>(
         }
         return Ok(out);
     }
-    // The question runs once as a child past; each option then feeds the
-    // question's last token (whose row predicts the option's first) and all
-    // but its own last token.
+    // The question runs once as a child past; each option is then a branch
+    // after it that feeds the question's last token (whose row predicts the
+    // option's first) and all but its own last token.
     let child = if q_lead.is_empty() {
         None
     } else {
         Some(chunk::extend(rt, conv, limit, Some(past), q_lead).await?)
     };
     let base = child.as_ref().unwrap_or(past);
-    let mut result = Ok(());
-    for o in options {
-        let mut ids = vec![q_last];
-        ids.extend_from_slice(&o[..o.len() - 1]);
-        match chunk::token_log_probs(rt, conv, limit, Some(base), &ids, o).await {
-            Ok(lp) => out.push(lp),
-            Err(e) => {
-                result = Err(e);
-                break;
-            }
-        }
-    }
+    let ids: Vec<Vec<u32>> = options
+        .iter()
+        .map(|o| {
+            let mut ids = vec![q_last];
+            ids.extend_from_slice(&o[..o.len() - 1]);
+            ids
+        })
+        .collect();
+    let set: Vec<(&[u32], &[u32])> = ids
+        .iter()
+        .zip(options)
+        .map(|(i, o)| (i.as_slice(), o.as_slice()))
+        .collect();
+    let result = branches::log_probs(rt, plan, base, &set).await;
     if let Some(kv) = child {
         rt.release(kv);
     }
-    result.map(|()| out)
+    result
 }
 
 impl<R: Runtime> Engine<R> {
@@ -220,7 +220,7 @@ impl<R: Runtime> Engine<R> {
             .get(&id)
             .ok_or(EngineError::UnknownState(id.0))?;
         let (question, options) = self.cloze_ids(&state.head_ids, &state.head, criterion)?;
-        let (conv, limit) = (self.proof.convention, self.proof.run_limit);
+        let plan = self.branch_plan();
         let state = self
             .states
             .get(&id)
@@ -228,8 +228,7 @@ impl<R: Runtime> Engine<R> {
         let head = uncached.then_some(state.head_ids.as_slice());
         option_log_probs(
             &mut self.runtime,
-            conv,
-            limit,
+            &plan,
             &state.kv,
             head,
             &question,
@@ -312,56 +311,66 @@ impl<R: Runtime> Engine<R> {
             .tokenizer
             .encode(&self.head_text(&cf.body, cf.prompt)?)?;
         self.check_context("content-free evidence", cf_ids.len())?;
-        let (conv, limit) = (self.proof.convention, self.proof.run_limit);
-        let kv = chunk::extend(&mut self.runtime, conv, limit, None, &cf_ids).await?;
-        let mut result = Ok(());
-        for (key, i, order) in missing {
-            let c = &criteria[i];
-            let value = match &order {
-                None => match self.cloze_ids(&cf_ids, &cf, c) {
-                    Ok((q, o)) => {
-                        option_log_probs(&mut self.runtime, conv, limit, &kv, None, &q, &o)
-                            .await
-                            .map(Baseline::Cloze)
-                    }
-                    Err(e) => Err(e),
-                },
-                Some(order) => self.letters_baseline(&kv, &cf_ids, &cf, c, order).await,
-            };
-            match value {
-                Ok(v) => {
-                    self.baselines.insert(key, v);
-                    self.baselines_computed += 1;
-                }
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            }
-        }
+        let plan = self.branch_plan();
+        let kv = chunk::extend(&mut self.runtime, plan.conv, plan.limit, None, &cf_ids).await?;
+        let result = self
+            .fill_baselines(&plan, &kv, &cf_ids, &cf, criteria, missing)
+            .await;
         self.runtime.release(kv);
         result
     }
 
-    async fn letters_baseline(
+    /// The `missing` baselines after the content-free past `kv`: cloze ones
+    /// per criterion (its options as branches), letter ones as one set of
+    /// branches.
+    async fn fill_baselines(
         &mut self,
+        plan: &Plan,
         kv: &R::Kv,
         cf_ids: &[u32],
         cf: &HeadText,
-        c: &Criterion,
-        order: &[usize],
-    ) -> Result<Baseline, EngineError> {
-        let columns = self.plan.columns_for(&c.id, c.options.len())?;
-        let suffix = self.suffix_ids(cf_ids, cf, &render_suffix(c, order))?;
+        criteria: &[Criterion],
+        missing: Vec<(String, usize, Option<Vec<usize>>)>,
+    ) -> Result<(), EngineError> {
+        let mut letters = Vec::new();
+        for (key, i, order) in missing {
+            let c = &criteria[i];
+            match order {
+                None => {
+                    let (q, o) = self.cloze_ids(cf_ids, cf, c)?;
+                    let v = option_log_probs(&mut self.runtime, plan, kv, None, &q, &o).await?;
+                    self.baselines.insert(key, Baseline::Cloze(v));
+                    self.baselines_computed += 1;
+                }
+                Some(order) => {
+                    let columns = self.plan.columns_for(&c.id, c.options.len())?;
+                    let suffix = self.suffix_ids(cf_ids, cf, &render_suffix(c, &order))?;
+                    letters.push((key, columns, suffix));
+                }
+            }
+        }
+        if letters.is_empty() {
+            return Ok(());
+        }
         let head = self.plan.head.clone();
-        let spec = ReadSpec {
-            head: &head,
-            columns: &columns,
-            allowed_mass: false,
-        };
-        let (conv, limit) = (self.proof.convention, self.proof.run_limit);
-        let (read, _) =
-            chunk::read(&mut self.runtime, conv, limit, Some(kv), &suffix, &spec).await?;
-        Ok(Baseline::Letters(read.slots.probs))
+        let set: Vec<(&[u32], ReadSpec<'_>)> = letters
+            .iter()
+            .map(|(_, columns, suffix)| {
+                (
+                    suffix.as_slice(),
+                    ReadSpec {
+                        head: &head,
+                        columns,
+                        allowed_mass: false,
+                    },
+                )
+            })
+            .collect();
+        let reads = branches::read_last(&mut self.runtime, plan, kv, &set).await?;
+        for ((key, _, _), r) in letters.into_iter().zip(reads) {
+            self.baselines.insert(key, Baseline::Letters(r.slots.probs));
+            self.baselines_computed += 1;
+        }
+        Ok(())
     }
 }

@@ -1,11 +1,13 @@
 //! The engine: model facts, proven conventions, live states and scoring
 //! (spec §6, §7). It knows nothing of JS or of files.
 
+mod branches;
 mod chunk;
 mod cloze;
 pub mod convention;
 mod error;
 pub mod head;
+mod letters;
 pub mod proof;
 
 use std::collections::BTreeMap;
@@ -19,11 +21,9 @@ use self::convention::Convention;
 use self::head::LetterPlan;
 use self::proof::ProofReport;
 use crate::core::chat::ChatTemplate;
-use crate::core::cloze::{
-    calibrate_letters, cloze_probs, Baseline, BaselineCache, BASELINE_CACHE_CAPACITY,
-};
+use crate::core::cloze::{cloze_probs, Baseline, BaselineCache, BASELINE_CACHE_CAPACITY};
 use crate::core::config::ModelConfig;
-use crate::core::debias::{combine, orders, Debias};
+use crate::core::debias::Debias;
 use crate::core::decision::Decision;
 use crate::core::fixture::MAX_OPTIONS;
 use crate::core::fixture::{Criterion, StateSpec};
@@ -538,11 +538,12 @@ impl<R: Runtime> Engine<R> {
         for c in criteria {
             Self::check_options(c, opts)?;
         }
-        let debias = opts.debias;
-        self.ensure_baselines(id, criteria, opts.mode, opts.calibration, &|n| {
-            orders(debias, n)
-        })
-        .await?;
+        if opts.mode == Mode::Letters {
+            // Every criterion and rotation in one set of branches.
+            return self.score_letters(id, criteria, opts, false).await;
+        }
+        self.ensure_baselines(id, criteria, opts.mode, opts.calibration, &|_| Vec::new())
+            .await?;
         let mut out = Vec::with_capacity(criteria.len());
         for c in criteria {
             out.push(self.score(id, c, opts).await?);
@@ -561,24 +562,11 @@ impl<R: Runtime> Engine<R> {
         uncached: bool,
         spec: &ReadSpec<'_>,
     ) -> Result<RowRead, EngineError> {
+        let suffix = self.suffix_for(id, criterion, order)?;
         let state = self
             .states
             .get(&id)
             .ok_or(EngineError::UnknownState(id.0))?;
-        let suffix = self.suffix_ids(
-            &state.head_ids,
-            &state.head,
-            &render_suffix(criterion, order),
-        )?;
-        let total = state.head_ids.len() + suffix.len();
-        if total > self.config.max_positions {
-            return Err(CoreError::ContextOverflow {
-                field: "evidence + criterion",
-                tokens: total,
-                limit: self.config.max_positions,
-            }
-            .into());
-        }
         let (conv, limit) = (self.proof.convention, self.proof.run_limit);
         let (read, _) = if uncached {
             let mut full = state.head_ids.clone();
@@ -656,52 +644,10 @@ impl<R: Runtime> Engine<R> {
             let readout = self.ran(id, opts)?;
             return Ok(Decision::new(criterion, &probs, None, None, ms, readout));
         }
-        let n = criterion.options.len();
-        let columns = self.plan.columns_for(&criterion.id, n)?;
-        let debias = opts.debias;
-        self.ensure_baselines(
-            id,
-            std::slice::from_ref(criterion),
-            Mode::Letters,
-            opts.calibration,
-            &|n| orders(debias, n),
-        )
-        .await?;
-        let want_mass = opts.allowed_mass && !self.is_pruned();
-        let mut runs = Vec::new();
-        let mut mass = Vec::new();
-        let head = self.plan.head.clone();
-        let spec = ReadSpec {
-            head: &head,
-            columns: &columns,
-            allowed_mass: want_mass,
-        };
-        for order in orders(opts.debias, n) {
-            let r = self
-                .run_suffix(id, criterion, &order, uncached, &spec)
-                .await?
-                .slots;
-            mass.extend(r.allowed_mass);
-            let probs = match self.baseline(id, Mode::Letters, criterion, Some(&order))? {
-                Some(Baseline::Letters(b)) if opts.calibration == Calibration::ContentFree => {
-                    calibrate_letters(&r.probs, b)
-                }
-                _ => r.probs,
-            };
-            runs.push((order, probs));
-        }
-        let (probs, unstable) = combine(n, &runs);
-        let allowed_mass = (!mass.is_empty()).then(|| mass.iter().sum::<f64>() / mass.len() as f64);
-        let order_unstable = (opts.debias == Debias::Cyclic).then_some(unstable);
-        let ms = self.runtime.now_ms() - t0;
-        let readout = self.ran(id, opts)?;
-        Ok(Decision::new(
-            criterion,
-            &probs,
-            allowed_mass,
-            order_unstable,
-            ms,
-            readout,
-        ))
+        let mut d = self
+            .score_letters(id, std::slice::from_ref(criterion), opts, uncached)
+            .await?;
+        d.pop()
+            .ok_or_else(|| EngineError::Proof("no decision came back".into()))
     }
 }

@@ -15,6 +15,19 @@ pub struct Gqa {
     pub rotary: Option<(Vec<f32>, Vec<f32>, usize)>,
 }
 
+/// Several branches packed into one run after a shared past (block-causal):
+/// row `i` belongs to the branch whose first row is `first[i]`; it sees the
+/// whole past and its own branch's rows `first[i]..=i`, never another
+/// branch's, and sits at position `past + i - first[i]`, as if its branch
+/// had run alone. The layout (tokens concatenated, one first-row index per
+/// row, rows to read) is what a GPU kernel would take unchanged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pack {
+    pub first: Vec<usize>,
+    /// The rows whose head outputs a packed run returns, ascending.
+    pub rows: Vec<usize>,
+}
+
 /// What one call computes: the output rows and, when asked, the grown past.
 pub struct GqaOut {
     pub out: Vec<f32>,
@@ -50,7 +63,8 @@ impl Gqa {
     }
 
     /// `q`: `[S, heads·D]`, `k`/`v`: `[S, kv_heads·D]`; `past_*`: `[1,
-    /// kv_heads, P, D]`; `total`: P + S as the graph computed it from the mask.
+    /// kv_heads, P, D]`; `total`: P + S as the graph computed it from the
+    /// mask; `pack`: the branches of a packed run (no present comes back).
     #[allow(clippy::too_many_arguments)]
     pub fn run(
         &self,
@@ -62,6 +76,7 @@ impl Gqa {
         past_v: &Value,
         total: usize,
         want_present: bool,
+        pack: Option<&Pack>,
         pool: &Pool,
     ) -> Result<GqaOut, String> {
         let (hq, hk) = (self.heads, self.kv_heads);
@@ -100,12 +115,25 @@ impl Gqa {
                 p + s
             ));
         }
+        if let Some(pk) = pack {
+            if want_present {
+                return Err("a packed run returns no present: its branches are discarded".into());
+            }
+            if pk.first.len() != s || pk.first.iter().enumerate().any(|(i, &f)| f > i) {
+                return Err(format!(
+                    "a pack of {} first-row indices for {s} rows (each at or before its row)",
+                    pk.first.len()
+                ));
+            }
+        }
+        let first = |i: usize| pack.map_or(0, |pk| pk.first[i]);
         for i in 0..s {
+            let pos = p + i - first(i);
             for h in 0..hq {
-                self.rotate(&mut q[(i * hq + h) * d..(i * hq + h + 1) * d], p + i, d)?;
+                self.rotate(&mut q[(i * hq + h) * d..(i * hq + h + 1) * d], pos, d)?;
             }
             for h in 0..hk {
-                self.rotate(&mut k[(i * hk + h) * d..(i * hk + h + 1) * d], p + i, d)?;
+                self.rotate(&mut k[(i * hk + h) * d..(i * hk + h + 1) * d], pos, d)?;
             }
         }
         let scale = if self.scale == 0.0 {
@@ -136,20 +164,23 @@ impl Gqa {
             let mut scores = vec![0f32; p + s];
             for i in 0..s {
                 let qi = &qr[(i * hq + h) * d..(i * hq + h + 1) * d];
-                let seen = p + i + 1;
+                // The past, then this row's branch up to itself: the same
+                // tokens in the same order as the branch run alone.
+                let seen = || (0..p).chain(p + first(i)..=p + i);
+                let n = p + i - first(i) + 1;
                 let mut max = f32::NEG_INFINITY;
-                for (t, sc) in scores.iter_mut().enumerate().take(seen) {
+                for (t, sc) in seen().zip(scores.iter_mut()) {
                     *sc = dot(qi, key(t)) * scale;
                     max = max.max(*sc);
                 }
                 let mut sum = 0f32;
-                for sc in scores.iter_mut().take(seen) {
+                for sc in scores.iter_mut().take(n) {
                     *sc = (*sc - max).exp();
                     sum += *sc;
                 }
                 let o = &mut out[i * d..(i + 1) * d];
                 o.fill(0.0);
-                for (t, sc) in scores.iter().enumerate().take(seen) {
+                for (t, sc) in seen().zip(scores.iter()) {
                     let w = sc / sum;
                     for (oj, vj) in o.iter_mut().zip(value(t)) {
                         *oj += w * vj;

@@ -13,6 +13,7 @@ pub mod q4;
 pub mod simd;
 mod tensor;
 
+pub use attention::Pack;
 pub use error::KernelError;
 pub use load::External;
 pub use par::Pool;

@@ -276,6 +276,25 @@ pub fn slice(
     Ok(Value::f32(shape, out))
 }
 
+/// Rows `rows` of axis 1 of a float `[1, S, W]` tensor: a packed run's read rows.
+pub fn take_rows(x: &Value, rows: &[usize]) -> OpResult {
+    let (&[1, s, w], Some(v)) = (x.shape.as_slice(), x.as_f32()) else {
+        return Err(format!(
+            "rows of a {} tensor of shape {:?}; float [1, S, W] expected",
+            x.kind(),
+            x.shape
+        ));
+    };
+    let mut out = Vec::with_capacity(rows.len() * w);
+    for &r in rows {
+        if r >= s {
+            return Err(format!("row {r} of {s}"));
+        }
+        out.extend_from_slice(&v[r * w..(r + 1) * w]);
+    }
+    Ok(Value::f32(vec![1, rows.len(), w], out))
+}
+
 /// `ReduceSum` over int64 or float data.
 pub fn reduce_sum(x: &Value, axes: &[i64], keepdims: bool) -> OpResult {
     let rank = x.shape.len();

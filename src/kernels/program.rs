@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use prost::Message;
 
-use super::attention::Gqa;
+use super::attention::{Gqa, Pack};
 use super::load::{attr_f, attr_i, attr_t, node_name, tensor_value, External};
 use super::ops::{self, Binary};
 use super::par::Pool;
@@ -34,6 +34,10 @@ enum Op {
     Reshape,
     Split(i64),
     Slice,
+    /// `Slice(x, [-1], [end], [1])`: the last position (what trim and
+    /// expose-hidden insert before the head). In a packed run it takes the
+    /// pack's read rows instead.
+    LastRow,
     ReduceSum(bool),
     Identity,
     Norm(f32),
@@ -52,6 +56,9 @@ struct Node {
     op: Op,
     inputs: Vec<Ref>,
     outputs: Vec<Option<usize>>,
+    /// In a packed run, input 0 is cut to the pack's read rows first: set on
+    /// a head that reads every position, so it computes only the rows read.
+    pack_rows: bool,
 }
 
 pub struct Program {
@@ -63,6 +70,9 @@ pub struct Program {
     /// The graph's float inputs/outputs are float16 (computed in float32 here).
     pub float16_io: bool,
     pub weight_bytes: usize,
+    /// Whether a packed run can read rows: the `logits` output comes from a
+    /// head fed row by row (see `mark_head`).
+    packs: bool,
 }
 
 fn unsupported(n: &NodeProto, reason: impl Into<String>) -> KernelError {
@@ -162,6 +172,7 @@ impl Program {
             outputs: Vec::new(),
             float16_io,
             weight_bytes: 0,
+            packs: false,
         };
         // A float graph fails on its first unknown node (a Transpose of the
         // tied table); say what it is instead.
@@ -206,12 +217,17 @@ impl Program {
                 && inputs
                     .iter()
                     .all(|r| matches!(r, Ref::Const(_) | Ref::Absent));
+            let op = match op {
+                Op::Slice if p.is_last_row(&inputs) => Op::LastRow,
+                op => op,
+            };
             let mut node = Node {
                 name: node_name(n),
                 op_type,
                 op,
                 inputs,
                 outputs: Vec::new(),
+                pack_rows: false,
             };
             if foldable {
                 let want = vec![true; n.output.len()];
@@ -224,7 +240,7 @@ impl Program {
                             _ => None,
                         })
                         .collect();
-                    p.exec(&node, &ins, &want, Precision::F32, &pool)?
+                    p.exec(&node, &ins, &want, Precision::F32, None, &pool)?
                 };
                 for (name, v) in n.output.iter().zip(outs) {
                     if let (false, Some(v)) = (name.is_empty(), v) {
@@ -254,6 +270,7 @@ impl Program {
             p.outputs.push((name, r));
         }
         p.weight_bytes = q4_cache.values().map(|m| m.bytes()).sum();
+        p.mark_head();
         // Constants a node reads at run stay; those compiled into an op (int4
         // tables, scales, rotary caches) are held there, so their copies go.
         let mut read = vec![false; p.consts.len()];
@@ -281,6 +298,62 @@ impl Program {
             }
         }
         Ok(p)
+    }
+
+    /// Slice inputs (starts, ends, axes[, steps]) that take the last position of axis 1.
+    fn is_last_row(&self, inputs: &[Ref]) -> bool {
+        let int = |i: usize| {
+            inputs
+                .get(i)
+                .and_then(|r| self.konst(*r))
+                .and_then(|v| ops::ints(v, "").ok())
+        };
+        let steps_one = match inputs.get(4) {
+            None | Some(Ref::Absent) => true,
+            Some(_) => int(4).is_some_and(|s| s == [1]),
+        };
+        int(1).is_some_and(|s| s == [-1])
+            && int(2).is_some_and(|e| e.len() == 1 && e[0] >= i64::from(i32::MAX))
+            && int(3).is_some_and(|a| a == [1])
+            && steps_one
+    }
+
+    /// Finds the head: the int4 matmul whose output reaches `logits` through
+    /// casts only. A packed run reads rows there: a head after a last-row
+    /// slice gets them from the slice; one that reads every position is
+    /// marked to cut its input to them. Without such a head, no packing.
+    fn mark_head(&mut self) {
+        let Some(Ref::Var(mut v)) = self
+            .outputs
+            .iter()
+            .find(|(n, _)| n == "logits")
+            .map(|(_, r)| *r)
+        else {
+            return;
+        };
+        let producer =
+            |nodes: &[Node], v: usize| nodes.iter().position(|n| n.outputs.contains(&Some(v)));
+        loop {
+            let Some(i) = producer(&self.nodes, v) else {
+                return;
+            };
+            match (&self.nodes[i].op, self.nodes[i].inputs.first()) {
+                (Op::Cast(_) | Op::Identity, Some(Ref::Var(x))) => v = *x,
+                (Op::MatMulQ4 { .. }, Some(Ref::Var(x))) => {
+                    let from_last_row = producer(&self.nodes, *x)
+                        .is_some_and(|j| matches!(self.nodes[j].op, Op::LastRow));
+                    self.nodes[i].pack_rows = !from_last_row;
+                    self.packs = true;
+                    return;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Whether `run` can take a `Pack` (the graph's head was found).
+    pub fn packs(&self) -> bool {
+        self.packs
     }
 
     fn konst(&self, r: Ref) -> Option<&Value> {
@@ -548,14 +621,23 @@ impl Program {
     }
 
     /// Runs the graph on `feeds` (one per input, in `inputs()` order) and
-    /// returns the outputs `want` asks for (in `outputs()` order).
+    /// returns the outputs `want` asks for (in `outputs()` order). With
+    /// `pack`, the rows are branches (see `Pack`) and the head computes the
+    /// pack's read rows only.
     pub fn run(
         &self,
         feeds: &[&Value],
         want: &[bool],
         precision: Precision,
+        pack: Option<&Pack>,
         pool: &Pool,
     ) -> Result<Vec<Option<Value>>, KernelError> {
+        if pack.is_some() && !self.packs {
+            return Err(KernelError::Io {
+                name: "logits".into(),
+                reason: "a packed run needs the head found at load; this graph's was not".into(),
+            });
+        }
         if feeds.len() != self.inputs.len() || want.len() != self.outputs.len() {
             return Err(KernelError::Io {
                 name: "feeds".into(),
@@ -604,7 +686,7 @@ impl Program {
                 .map(|o| o.is_some_and(|v| needed[v]))
                 .collect();
             let outs = {
-                let ins: Vec<Option<&Value>> = node
+                let mut ins: Vec<Option<&Value>> = node
                     .inputs
                     .iter()
                     .map(|r| match r {
@@ -614,7 +696,16 @@ impl Program {
                         Ref::Var(v) => vals[*v].as_ref(),
                     })
                     .collect();
-                self.exec(node, &ins, &out_needed, precision, pool)?
+                let cut;
+                if let (true, Some(pk), Some(Some(x))) = (node.pack_rows, pack, ins.first()) {
+                    cut = ops::take_rows(x, &pk.rows).map_err(|reason| KernelError::Run {
+                        node: node.name.clone(),
+                        op: node.op_type.clone(),
+                        reason,
+                    })?;
+                    ins[0] = Some(&cut);
+                }
+                self.exec(node, &ins, &out_needed, precision, pack, pool)?
             };
             for (slot, v) in node.outputs.iter().zip(outs) {
                 if let (Some(s), Some(v)) = (slot, v) {
@@ -651,6 +742,7 @@ impl Program {
         ins: &[Option<&Value>],
         out_needed: &[bool],
         precision: Precision,
+        pack: Option<&Pack>,
         pool: &Pool,
     ) -> Result<Vec<Option<Value>>, KernelError> {
         let err = |reason: String| KernelError::Run {
@@ -690,7 +782,11 @@ impl Program {
                 let parts = ops::split(x, *axis, &sizes).map_err(err)?;
                 Ok(parts.into_iter().map(Some).collect())
             }
-            Op::Slice => {
+            Op::LastRow if pack.is_some() => {
+                let rows = pack.map(|p| p.rows.as_slice()).unwrap_or(&[]);
+                one(ops::take_rows(input(0)?, rows))
+            }
+            Op::Slice | Op::LastRow => {
                 let list = |i: usize| -> Result<Option<Vec<i64>>, KernelError> {
                     ins.get(i)
                         .copied()
@@ -857,6 +953,7 @@ impl Program {
                         input(4)?,
                         tot as usize,
                         want_present,
+                        pack,
                         pool,
                     )
                     .map_err(err)?;

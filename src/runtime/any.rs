@@ -4,7 +4,10 @@
 //! readout on the web) still apply.
 
 use super::own::{OwnKv, OwnRuntime};
-use super::{Gathered, ReadSpec, RowRead, RunOutput, Runtime, RuntimeError, Signature, Step};
+use super::{
+    Branch, Gathered, PackBudget, ReadSpec, RowRead, RunOutput, Runtime, RuntimeError, Signature,
+    Step,
+};
 use crate::core::logits::Logits;
 
 pub enum AnyRuntime<O> {
@@ -162,6 +165,25 @@ impl<O: Runtime> Runtime for AnyRuntime<O> {
             (Self::Onnx(r), Some(AnyKv::Onnx(k))) => r.run_many(steps, Some(k)).await,
             (Self::Own(r), None) => r.run_many(steps, None).await,
             (Self::Own(r), Some(AnyKv::Own(k))) => r.run_many(steps, Some(k)).await,
+            _ => Err(foreign()),
+        }
+    }
+
+    fn branch_budget(&self) -> Option<PackBudget> {
+        match self {
+            Self::Onnx(r) => r.branch_budget(),
+            Self::Own(r) => r.branch_budget(),
+        }
+    }
+
+    async fn run_branches(
+        &mut self,
+        past: &Self::Kv,
+        branches: &[Branch<'_>],
+    ) -> Result<Vec<Logits>, RuntimeError> {
+        match (self, past) {
+            (Self::Onnx(r), AnyKv::Onnx(k)) => r.run_branches(k, branches).await,
+            (Self::Own(r), AnyKv::Own(k)) => r.run_branches(k, branches).await,
             _ => Err(foreign()),
         }
     }

@@ -18,6 +18,14 @@ pub enum RuntimeError {
     Gpu(String),
     #[error(transparent)]
     Kernels(#[from] crate::kernels::KernelError),
+    #[error("branch {branch} of a packed pass has no tokens")]
+    EmptyBranch { branch: usize },
+    #[error("branch {branch} asks for row {row}, but it has {len} tokens (rows ascending, each inside the branch)")]
+    BranchRow {
+        branch: usize,
+        row: usize,
+        len: usize,
+    },
     #[error("GPU device lost ({0}): every state's KV was on it; load the engine again")]
     DeviceLost(String),
 }
@@ -33,6 +41,10 @@ impl RuntimeError {
             Self::Readout(e) => e.info(),
             Self::Gpu(_) => I::new("gpu"),
             Self::DeviceLost(_) => I::new("device_lost"),
+            Self::EmptyBranch { .. } => I::new("empty_branch").field("branches[].ids"),
+            Self::BranchRow { len, .. } => {
+                I::new("branch_row").field("branches[].rows").limit(*len)
+            }
             Self::Kernels(e) => e.info(),
         }
     }

@@ -16,6 +16,8 @@ mod signature;
 pub mod web;
 
 pub use error::RuntimeError;
+
+use serde::Serialize;
 pub use signature::{Dtype, KvPair, Signature, HIDDEN_OUTPUT};
 
 use crate::core::cloze::row_log_prob;
@@ -67,11 +69,26 @@ pub struct Gathered<K> {
     pub present: Option<K>,
 }
 
+/// One branch of a packed pass: its tokens after the shared past, and the
+/// rows (0-based within the branch, ascending) whose logits come back.
+#[derive(Debug, Clone, Copy)]
+pub struct Branch<'a> {
+    pub ids: &'a [u32],
+    pub rows: &'a [usize],
+}
+
+/// How much one packed pass may hold. Memory grows with the tokens (every
+/// layer's activations, attention scores) and with the rows read (a full
+/// vocabulary row each); the engine splits a call's branches into passes
+/// under both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct PackBudget {
+    pub tokens: usize,
+    pub rows: usize,
+}
+
 /// A loaded decoder. Methods are async because onnxruntime-web's are; the
 /// native implementation completes them immediately.
-///
-/// A backend may later score many suffixes against one past in a single pass
-/// (spec §13); `run_many` is where it would say so.
 #[allow(async_fn_in_trait)]
 pub trait Runtime {
     /// A past: the KV tensors of every layer, wherever they live.
@@ -146,6 +163,28 @@ pub trait Runtime {
             out.push(self.run(s, past, false).await?.logits);
         }
         Ok(out)
+    }
+
+    /// What a packed pass may hold, when this runtime packs branches
+    /// (`run_branches`); `None`: the engine runs them one by one.
+    fn branch_budget(&self) -> Option<PackBudget> {
+        None
+    }
+
+    /// Every branch after `past` in one block-causal forward: a branch sees
+    /// the past and its own earlier tokens, never another branch, and its
+    /// positions start where the past ends. Returns each branch's logits at
+    /// its `rows` (`[1, rows, width]`); the past is not changed and the
+    /// branches' keys and values are discarded.
+    async fn run_branches(
+        &mut self,
+        past: &Self::Kv,
+        branches: &[Branch<'_>],
+    ) -> Result<Vec<Logits>, RuntimeError> {
+        let _ = (past, branches);
+        Err(RuntimeError::Run(
+            "this runtime does not pack branches (branch_budget is None)".into(),
+        ))
     }
 
     /// Tokens held by a past.

@@ -5,9 +5,11 @@
 
 use serde::Serialize;
 
-use super::{Dtype, RunOutput, Runtime, RuntimeError, Signature, Step, HIDDEN_OUTPUT};
+use super::{
+    Branch, Dtype, PackBudget, RunOutput, Runtime, RuntimeError, Signature, Step, HIDDEN_OUTPUT,
+};
 use crate::core::logits::Logits;
-use crate::kernels::{simd, External, Pool, Precision, Program, Value};
+use crate::kernels::{simd, External, Pack, Pool, Precision, Program, Value};
 
 /// A past: one float32 tensor `[1, kv_heads, P, head_dim]` per
 /// `past_key_values.*` input, in signature order (key, value per layer).
@@ -20,7 +22,22 @@ pub struct OwnKv {
 pub struct OwnOptions {
     pub threads: usize,
     pub precision: Precision,
+    /// Pack a call's branches into one block-causal pass (off: one run per
+    /// branch, the serial path the packed one is measured against).
+    pub pack: bool,
 }
+
+/// One packed pass's budget. 512 tokens: a pass's activations are a few
+/// tokens × intermediate-width float32 tensors (SmolLM2: 512 × 1536 × 4 B
+/// = 3 MB each) and its attention scores are per head and row, so this
+/// stays small beside the weights while 8 criteria × 2 rotations × 30
+/// tokens fit in one pass. 64 rows: each read row is a full vocabulary of
+/// float32 logits (SmolLM2 196 KB, Qwen3 608 KB), so 64 bound them to
+/// 13–39 MB, within a wasm32 heap beside the weights.
+pub const PACK_BUDGET: PackBudget = PackBudget {
+    tokens: 512,
+    rows: 64,
+};
 
 impl Default for OwnOptions {
     fn default() -> Self {
@@ -33,6 +50,7 @@ impl Default for OwnOptions {
         Self {
             threads,
             precision: Precision::Int8,
+            pack: true,
         }
     }
 }
@@ -44,6 +62,10 @@ pub struct OwnInfo {
     pub precision: Precision,
     pub threads: usize,
     pub weight_bytes: usize,
+    /// A packed pass's budget, when this graph and these options pack.
+    pub pack: Option<PackBudget>,
+    /// Forwards run since load (a packed pass is one).
+    pub forwards: u64,
 }
 
 /// What one forward fetched: logits, the exposed hidden state, the grown past.
@@ -68,10 +90,12 @@ pub struct OwnRuntime {
     program: Program,
     pool: Pool,
     precision: Precision,
+    pack: bool,
     signature: Signature,
     slots: Slots,
     kv_dims: [usize; 2],
     read_back: u64,
+    forwards: u64,
     label: String,
     #[cfg(not(target_arch = "wasm32"))]
     origin: std::time::Instant,
@@ -140,10 +164,12 @@ impl OwnRuntime {
             program,
             pool,
             precision: opts.precision,
+            pack: opts.pack,
             signature,
             slots,
             kv_dims,
             read_back: 0,
+            forwards: 0,
             label: label.to_string(),
             #[cfg(not(target_arch = "wasm32"))]
             origin: std::time::Instant::now(),
@@ -159,6 +185,8 @@ impl OwnRuntime {
             precision: self.precision,
             threads: self.pool.threads(),
             weight_bytes: self.program.weight_bytes,
+            pack: self.branch_budget(),
+            forwards: self.forwards,
         }
     }
 
@@ -171,6 +199,7 @@ impl OwnRuntime {
         past: Option<&OwnKv>,
         logits: bool,
         present: bool,
+        pack: Option<&Pack>,
     ) -> Result<Fetched, RuntimeError> {
         let s = step.input_ids.len();
         let ids = Value::i64(vec![1, s], step.input_ids.clone());
@@ -210,9 +239,10 @@ impl OwnRuntime {
         for p in &self.slots.present {
             want[*p] = present;
         }
+        self.forwards += 1;
         let mut outs = self
             .program
-            .run(&feeds, &want, self.precision, &self.pool)?;
+            .run(&feeds, &want, self.precision, pack, &self.pool)?;
         let as_logits = |v: Value| -> Result<Logits, RuntimeError> {
             match v.data {
                 crate::kernels::Data::F32(d) => Ok(Logits::f32(v.shape, d)),
@@ -276,7 +306,7 @@ impl Runtime for OwnRuntime {
         past: Option<&OwnKv>,
         keep_present: bool,
     ) -> Result<RunOutput<OwnKv>, RuntimeError> {
-        let f = self.forward(step, past, true, keep_present)?;
+        let f = self.forward(step, past, true, keep_present, None)?;
         Ok(RunOutput {
             logits: f
                 .logits
@@ -287,9 +317,89 @@ impl Runtime for OwnRuntime {
     }
 
     async fn extend(&mut self, step: &Step, past: Option<&OwnKv>) -> Result<OwnKv, RuntimeError> {
-        self.forward(step, past, false, true)?
+        self.forward(step, past, false, true, None)?
             .present
             .ok_or_else(|| RuntimeError::Run("the run returned no present.*".into()))
+    }
+
+    fn branch_budget(&self) -> Option<PackBudget> {
+        (self.pack && self.program.packs()).then_some(PACK_BUDGET)
+    }
+
+    async fn run_branches(
+        &mut self,
+        past: &OwnKv,
+        branches: &[Branch<'_>],
+    ) -> Result<Vec<Logits>, RuntimeError> {
+        if !self.program.packs() {
+            return Err(RuntimeError::Run(
+                "this graph's head was not found at load, so its rows cannot be packed".into(),
+            ));
+        }
+        let total: usize = branches.iter().map(|b| b.ids.len()).sum();
+        let mut ids = Vec::with_capacity(total);
+        let mut pack = Pack {
+            first: Vec::with_capacity(total),
+            rows: Vec::new(),
+        };
+        for (i, b) in branches.iter().enumerate() {
+            if b.ids.is_empty() {
+                return Err(RuntimeError::EmptyBranch { branch: i });
+            }
+            let start = ids.len();
+            let mut prev = None;
+            for &r in b.rows {
+                if r >= b.ids.len() || prev.is_some_and(|p| r <= p) {
+                    return Err(RuntimeError::BranchRow {
+                        branch: i,
+                        row: r,
+                        len: b.ids.len(),
+                    });
+                }
+                prev = Some(r);
+                pack.rows.push(start + r);
+            }
+            ids.extend(b.ids.iter().map(|&t| i64::from(t)));
+            pack.first.extend(std::iter::repeat_n(start, b.ids.len()));
+        }
+        if branches.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Every row is real: the mask covers past + all packed tokens, which
+        // is what the graph's total length and key count are derived from;
+        // who sees whom is the pack's.
+        let step = Step {
+            attention_mask: self.slots.mask.map(|_| vec![1; past.len + total]),
+            input_ids: ids,
+            position_ids: None,
+        };
+        let f = self.forward(&step, Some(past), true, false, Some(&pack))?;
+        let lg = f
+            .logits
+            .ok_or_else(|| RuntimeError::Run("no logits".into()))?;
+        let width = *lg.dims.last().unwrap_or(&0);
+        let data = match lg.data {
+            crate::core::logits::LogitsData::F32(d) => d,
+            _ => return Err(RuntimeError::Run("packed logits are not float32".into())),
+        };
+        if lg.dims != [1, pack.rows.len(), width] {
+            return Err(RuntimeError::Run(format!(
+                "packed logits of dims {:?}; [1, {}, width] expected",
+                lg.dims,
+                pack.rows.len()
+            )));
+        }
+        let mut out = Vec::with_capacity(branches.len());
+        let mut at = 0;
+        for b in branches {
+            let n = b.rows.len();
+            out.push(Logits::f32(
+                vec![1, n, width],
+                data[at * width..(at + n) * width].to_vec(),
+            ));
+            at += n;
+        }
+        Ok(out)
     }
 
     fn kv_len(&self, kv: &OwnKv) -> usize {

@@ -121,3 +121,40 @@ pub fn check<T>(r: Result<T, readout::engine::EngineError>, needle: &str) {
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     pollster::block_on(f)
 }
+
+/// A trimmed and a trimmed+pruned cut of the tiny q4 model, made here: the
+/// test command builds only the stock tiny models before `cargo test`.
+pub fn cuts(tmp: &Path) -> [PathBuf; 2] {
+    use readout::export::commands::{run, Op};
+    let trimmed = tmp.join(format!("{Q4}-trimmed"));
+    let pruned = tmp.join(format!("{Q4}-trimmed-pruned"));
+    run(&model_path(Q4), &trimmed, &Op::Trim).unwrap();
+    let prune = Op::Prune {
+        letters: "ABCD".into(),
+        tokenizer: None,
+    };
+    run(&trimmed, &pruned, &prune).unwrap();
+    [trimmed, pruned]
+}
+
+/// SmolLM2 is built by `scripts/main.sh`, not by the test command (CI runs
+/// the tiny models only): where it is absent the test says so and skips it.
+pub fn smollm2(id: &str) -> Option<PathBuf> {
+    let dir = root().join("models").join(id);
+    if dir.join("model.onnx").is_file() {
+        Some(dir)
+    } else {
+        eprintln!(
+            "SKIPPED {id}: {} is not built (bash scripts/main.sh builds it)",
+            dir.display()
+        );
+        None
+    }
+}
+
+/// (kv heads, head dim) from a model directory's config.json.
+pub fn kv_dims(dir: &Path) -> [usize; 2] {
+    let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
+    let c = readout::core::config::ModelConfig::parse(&text).unwrap();
+    [c.kv_heads, c.head_dim]
+}

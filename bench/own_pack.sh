@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# One pass for every branch of a state, natively on our own runtime: the
+# same fixtures scored with branches packed (`--pack on`) and one run per
+# branch (`--pack off`), on the same runtime, files and thread count, in one
+# run; then one JSON with every time and the ratios.
+#
+#   bash bench/own_pack.sh [THREADS] [OUT_JSON] [MODEL_DIR]
+#
+# Two fixtures:
+# - "eight": the authored states with 8 criteria each (a state's own 4 and
+#   the next state's 4, ids kept apart): what "8 criteria of a state in one
+#   pass" is measured on. Only times are read from it.
+# - "authored": tests/fixtures/authored.jsonl as it is (4 criteria a state),
+#   for the cyclic-debias times the docs quote.
+# Defaults: 2 threads, bench/results/<date>-own-pack.json, SmolLM2-135M
+# q4f16. Needs the release CLI (`cargo build --release`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads=${1:-2}
+out=${2:-bench/results/$(date -u +%F)-own-pack.json}
+model=${3:-models/smollm2-135m-instruct-q4f16}
+bin=target/release/readout
+[ -x "$bin" ] || { echo "own_pack: $bin is missing; run cargo build --release" >&2; exit 1; }
+[ -f "$model/model.onnx" ] || { echo "own_pack: $model is not built (bash scripts/main.sh builds it)" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+node -e '
+const fs = require("fs");
+const states = fs.readFileSync("tests/fixtures/authored.jsonl", "utf8").split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
+const eight = [];
+for (let i = 0; i + 1 < states.length; i += 2) {
+  const s = structuredClone(states[i]);
+  const more = states[i + 1].criteria.map((c) => ({ ...c, id: `${c.id}-b` }));
+  s.criteria = s.criteria.concat(more).slice(0, 8);
+  eight.push(JSON.stringify(s));
+}
+fs.writeFileSync(process.argv[1], eight.join("\n") + "\n");
+' "$work/eight.jsonl"
+
+run() { # name fixture pack extra-args...
+  local name=$1 fixture=$2 pack=$3; shift 3
+  echo "own_pack: $name, pack $pack" >&2
+  "$bin" evaluate "$fixture" --model "$model" --runtime own --threads "$threads" --pack "$pack" "$@" \
+    --out "$work/$name-$pack.json" >/dev/null
+}
+for pack in off on; do
+  run letters "$work/eight.jsonl" "$pack"
+  run cyclic "$work/eight.jsonl" "$pack" --debias cyclic
+  run cloze "$work/eight.jsonl" "$pack" --mode cloze
+  run authored-none tests/fixtures/authored.jsonl "$pack"
+  run authored-cyclic tests/fixtures/authored.jsonl "$pack" --debias cyclic
+done
+
+node -e '
+const fs = require("fs");
+const [work, out, threads, model] = process.argv.slice(1);
+const names = ["letters", "cyclic", "cloze", "authored-none", "authored-cyclic"];
+const runs = {};
+for (const n of names) for (const p of ["off", "on"]) {
+  const r = JSON.parse(fs.readFileSync(`${work}/${n}-${p}.json`));
+  runs[`${n}-${p}`] = { criteria: r.criteria, states: r.states, ms_per_criterion: r.ms_per_criterion, seconds: r.seconds, runtime: r.runtime };
+}
+const ms = (k) => runs[k].ms_per_criterion;
+const ratios = {
+  packed_speedup_8_criteria: ms("letters-off") / ms("letters-on"),
+  cyclic_over_none_packed: ms("cyclic-on") / ms("letters-on"),
+  cyclic_over_none_serial: ms("cyclic-off") / ms("letters-off"),
+  cyclic_packed_speedup: ms("cyclic-off") / ms("cyclic-on"),
+  cloze_packed_speedup: ms("cloze-off") / ms("cloze-on"),
+  authored_cyclic_over_none_packed: ms("authored-cyclic-on") / ms("authored-none-on"),
+  authored_cyclic_over_none_serial: ms("authored-cyclic-off") / ms("authored-none-off"),
+};
+const r = {
+  benchmark: "own_pack", date: new Date().toISOString(), model, threads: Number(threads),
+  note: "ms_per_criterion: scoring time (baselines included, prefills excluded) per criterion, from readout evaluate; off = one run per branch, on = branches packed; same runtime, files and threads, one run",
+  goals: { packed_speedup_8_criteria: ">= 3", cyclic_over_none_packed: "<= 1.5" },
+  runs, ratios,
+};
+fs.writeFileSync(out, JSON.stringify(r, null, 2) + "\n");
+for (const [k, v] of Object.entries(ratios)) console.error(`own_pack: ${k} ${v.toFixed(2)}`);
+' "$work" "$out" "$threads" "$model"
+echo "own_pack: wrote $out" >&2
