@@ -7,9 +7,9 @@
 #   bash bench/own_pack.sh [THREADS] [OUT_JSON] [MODEL_DIR]
 #
 # Two fixtures:
-# - "eight": the authored states with 8 criteria each (a state's own 4 and
-#   the next state's 4, ids kept apart): what "8 criteria of a state in one
-#   pass" is measured on. Only times are read from it.
+# - "eight": the authored states with 8 criteria each
+#   (bench/fixture_eight.mjs): what "8 criteria of a state in one pass" is
+#   measured on. Only times are read from it.
 # - "authored": tests/fixtures/authored.jsonl as it is (4 criteria a state),
 #   for the cyclic-debias times the docs quote.
 # Defaults: 2 threads, bench/results/<date>-own-pack.json, SmolLM2-135M
@@ -24,18 +24,7 @@ bin=target/release/readout
 [ -f "$model/model.onnx" ] || { echo "own_pack: $model is not built (bash scripts/main.sh builds it)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-node -e '
-const fs = require("fs");
-const states = fs.readFileSync("tests/fixtures/authored.jsonl", "utf8").split("\n").filter((l) => l.trim()).map((l) => JSON.parse(l));
-const eight = [];
-for (let i = 0; i + 1 < states.length; i += 2) {
-  const s = structuredClone(states[i]);
-  const more = states[i + 1].criteria.map((c) => ({ ...c, id: `${c.id}-b` }));
-  s.criteria = s.criteria.concat(more).slice(0, 8);
-  eight.push(JSON.stringify(s));
-}
-fs.writeFileSync(process.argv[1], eight.join("\n") + "\n");
-' "$work/eight.jsonl"
+node bench/fixture_eight.mjs "$work/eight.jsonl"
 
 run() { # name fixture pack extra-args...
   local name=$1 fixture=$2 pack=$3; shift 3

@@ -14,6 +14,8 @@ const kind = (f) => {
   try {
     const r = JSON.parse(readFileSync(join(results, f), "utf8"));
     if (r.benchmark === "logit_cost") return "page";
+    if (r.benchmark === "own_pack" || r.benchmark === "pack_browser") return "pack";
+    if (r.benchmark === "own_native") return "own";
     if (r.rows && r.best && r.command === "bash bench/decisions.sh") return "decisions";
   } catch {
     return "unreadable";
@@ -49,6 +51,34 @@ if (withModes.length) {
   }
   out += "\n";
 }
+const own = by("own");
+if (own.length) {
+  out += "## Our own runtime against ONNX Runtime, natively\n\n`bash bench/own_native.sh`: the logit_cost sweep after a 256-token prefix on each runtime, same files and threads, one run.\n\n";
+  out += "| model | threads | ours ms/token | ONNX Runtime ms/token | ours / ONNX Runtime | ours prefill tok/s | ONNX Runtime prefill tok/s | source |\n|---|---|---|---|---|---|---|---|\n";
+  for (const f of own) {
+    const r = JSON.parse(readFileSync(f, "utf8"));
+    for (const v of r.variants) {
+      out += `| ${v.id} | ${r.threads} | ${v.own.fit.per_token_ms.toFixed(2)} | ${v.onnxruntime.fit.per_token_ms.toFixed(2)} | ${v.ratio_own_over_onnxruntime.per_token_ms.toFixed(2)}× | ${v.own.prefill_tokens_per_s.toFixed(0)} | ${v.onnxruntime.prefill_tokens_per_s.toFixed(0)} | \`${f.split("/").pop()}\` |\n`;
+    }
+  }
+  out += "\n";
+}
+const pack = by("pack");
+if (pack.length) {
+  out += "## One pass for every branch: packed against one run per branch\n\n`bash bench/own_pack.sh` (native) and `node bench/pack_browser.mjs` (Chromium, cpu backend): ms per criterion, the same runtime with packing off and on, one run.\n\n";
+  out += "| where | model | threads | readout | one run per branch | packed | speedup | source |\n|---|---|---|---|---|---|---|---|\n";
+  for (const f of pack) {
+    const r = JSON.parse(readFileSync(f, "utf8"));
+    const where = r.benchmark === "own_pack" ? "native" : "Chromium";
+    const names = [...new Set(Object.keys(r.runs).map((k) => k.replace(/-(on|off)$/, "")))];
+    for (const n of names) {
+      const [off, on] = [r.runs[`${n}-off`], r.runs[`${n}-on`]];
+      if (!off || !on) continue;
+      out += `| ${where} | ${r.model.split("/").pop()} | ${r.threads} | ${n} | ${off.ms_per_criterion.toFixed(1)} | ${on.ms_per_criterion.toFixed(1)} | ${(off.ms_per_criterion / on.ms_per_criterion).toFixed(2)}× | \`${f.split("/").pop()}\` |\n`;
+    }
+  }
+  out += "\n";
+}
 const other = files.filter((f) => kind(f) === "other");
 out += `## Other result files\n\nWritten by the native benchmarks and \`readout evaluate\`; quoted in \`docs/measurements.md\`:\n\n${other.map((f) => `- \`${f}\``).join("\n")}\n`;
 const target = join(here, "README.md");
@@ -64,4 +94,4 @@ if (process.argv.includes("--check")) {
   process.exit(0);
 }
 writeFileSync(target, out);
-console.error(`bench/readme.mjs: wrote bench/README.md (${by("decisions").length} decision tables, ${page.length} page results, ${other.length} other files)`);
+console.error(`bench/readme.mjs: wrote bench/README.md (${by("decisions").length} decision tables, ${page.length} page results, ${own.length + pack.length} runtime tables, ${other.length} other files)`);

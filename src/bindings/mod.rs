@@ -56,6 +56,9 @@ export interface LoadOptions {
   /** WebGPU: "shared" (default) hands the engine's device to onnxruntime-web and reads logits on it;
    *  "onnxruntime" lets onnxruntime-web create its own (logits are then downloaded). */
   device?: "shared" | "onnxruntime";
+  /** cpu: run a call's branches (scoreAll's criteria, debias rotations, cloze options) in one
+   *  block-causal pass (default true); false runs them one by one, what a benchmark compares against. */
+  packBranches?: boolean;
 }
 export interface StateInput { id?: string; instruction?: string; evidence: string; }
 export interface OptionInput { id: string; description: string; }
