@@ -73,17 +73,13 @@ pub(super) async fn read_last<R: Runtime>(
             out.push(r);
             continue;
         }
-        let rows: Vec<[usize; 1]> = branches[range.clone()]
+        let part = &branches[range];
+        let rows: Vec<Vec<usize>> = part
             .iter()
-            .map(|(ids, _)| [ids.len().saturating_sub(1)])
+            .map(|(ids, _)| vec![ids.len().saturating_sub(1)])
             .collect();
-        let set: Vec<Branch<'_>> = branches[range.clone()]
-            .iter()
-            .zip(&rows)
-            .map(|((ids, _), r)| Branch { ids, rows: r })
-            .collect();
-        let logits = rt.run_branches(past, &set).await?;
-        for ((_, spec), l) in branches[range].iter().zip(&logits) {
+        let logits = pass(rt, past, part.iter().map(|(ids, _)| *ids), &rows).await?;
+        for ((_, spec), l) in part.iter().zip(&logits) {
             let slots = read_slots(l, spec.head, spec.columns, spec.allowed_mass)?;
             out.push(RowRead {
                 slots,
@@ -125,21 +121,31 @@ pub(super) async fn log_probs<R: Runtime>(
             );
             continue;
         }
-        let rows: Vec<Vec<usize>> = branches[range.clone()]
+        let part = &branches[range];
+        let rows: Vec<Vec<usize>> = part
             .iter()
             .map(|(ids, t)| (ids.len() - t.len()..ids.len()).collect())
             .collect();
-        let set: Vec<Branch<'_>> = branches[range.clone()]
-            .iter()
-            .zip(&rows)
-            .map(|((ids, _), r)| Branch { ids, rows: r })
-            .collect();
-        let logits = rt.run_branches(past, &set).await?;
-        for ((_, targets), l) in branches[range].iter().zip(&logits) {
+        let logits = pass(rt, past, part.iter().map(|(ids, _)| *ids), &rows).await?;
+        for ((_, targets), l) in part.iter().zip(&logits) {
             out.push(gather(l, targets)?);
         }
     }
     Ok(out)
+}
+
+/// One packed pass: each branch's ids and the rows it reads.
+async fn pass<'a, R: Runtime>(
+    rt: &mut R,
+    past: &R::Kv,
+    ids: impl Iterator<Item = &'a [u32]>,
+    rows: &[Vec<usize>],
+) -> Result<Vec<Logits>, EngineError> {
+    let set: Vec<Branch<'_>> = ids
+        .zip(rows)
+        .map(|(ids, r)| Branch { ids, rows: r })
+        .collect();
+    Ok(rt.run_branches(past, &set).await?)
 }
 
 fn gather(l: &Logits, targets: &[u32]) -> Result<Vec<f64>, EngineError> {

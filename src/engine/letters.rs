@@ -10,7 +10,6 @@ use crate::core::decision::Decision;
 use crate::core::fixture::Criterion;
 use crate::core::mode::{Calibration, Mode};
 use crate::core::prompt::render_suffix;
-use crate::core::CoreError;
 use crate::runtime::{PackBudget, ReadSpec, RowRead, Runtime};
 
 impl<R: Runtime> Engine<R> {
@@ -56,15 +55,7 @@ impl<R: Runtime> Engine<R> {
             &state.head,
             &render_suffix(criterion, order),
         )?;
-        let total = state.head_ids.len() + suffix.len();
-        if total > self.config.max_positions {
-            return Err(CoreError::ContextOverflow {
-                field: "evidence + criterion",
-                tokens: total,
-                limit: self.config.max_positions,
-            }
-            .into());
-        }
+        self.check_context("evidence + criterion", state.head_ids.len() + suffix.len())?;
         Ok(suffix)
     }
 

@@ -376,15 +376,7 @@ impl<R: Runtime> Engine<R> {
             .states
             .get(&id)
             .ok_or(EngineError::UnknownState(id.0))?;
-        let total = state.head_ids.len() + ids.len();
-        if total > self.config.max_positions {
-            return Err(CoreError::ContextOverflow {
-                field: "ids",
-                tokens: total,
-                limit: self.config.max_positions,
-            }
-            .into());
-        }
+        self.check_context("ids", state.head_ids.len() + ids.len())?;
         let head = self.plan.head.clone();
         let spec = ReadSpec {
             head: &head,
