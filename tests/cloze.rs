@@ -59,7 +59,13 @@ fn max_abs(a: &[Vec<f64>], b: &[Vec<f64>]) -> f64 {
 /// Per option token, the cached child past against head + question + option
 /// run as one uncached forward: float32 logits, so ≤ 1e-5 in log-probability.
 fn cached_equals_uncached(model: &str, prompt: PromptStyle) {
-    let mut e = engine(model);
+    cached_equals_uncached_in(&model_path(model), prompt)
+}
+
+fn cached_equals_uncached_in(dir: &std::path::Path, prompt: PromptStyle) {
+    let model = dir.display().to_string();
+    let mut e =
+        readout::model_dir::open_engine(dir, &opts()).unwrap_or_else(|e| panic!("{model}: {e}"));
     block_on(async {
         let style = HeadStyle {
             prompt,
@@ -107,13 +113,15 @@ fn chat_prompt_cloze_equals_one_uncached_forward() {
 fn smollm2_cloze_through_the_child_past_equals_one_uncached_forward() {
     // Built by the main job, not by the test command (which builds only the
     // tiny models): skipped, and said so, where it is absent.
-    let id = "smollm2-135m-instruct-q4";
-    if !root().join("models").join(id).join("model.onnx").is_file() {
-        eprintln!("SKIPPED {id}: not built (bash scripts/main.sh builds it)");
+    let Some(src) = smollm2("smollm2-135m-instruct-q4") else {
         return;
-    }
-    cached_equals_uncached(id, PromptStyle::Plain);
-    cached_equals_uncached(id, PromptStyle::Chat);
+    };
+    // Its files ask ONNX Runtime for int8 activations (accuracy_level 4),
+    // whose kernels differ between one row and many (1.6e-2 measured): the
+    // float32 bound holds on a copy set to level 1, where it computes float32.
+    let level1 = float32_copy(&src);
+    cached_equals_uncached_in(&level1, PromptStyle::Plain);
+    cached_equals_uncached_in(&level1, PromptStyle::Chat);
 }
 
 #[test]

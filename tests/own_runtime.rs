@@ -144,37 +144,6 @@ fn the_tiny_models_agree_with_onnx_runtime() {
     }
 }
 
-/// A copy of model `id` (graph, data, config, tokenizer) with every
-/// MatMulNBits set to `accuracy_level` 1: ONNX Runtime then computes in
-/// float32 what the file as built asks it to approximate with int8
-/// activations (SmolLM2's files ask for level 4).
-fn float32_copy(src: &Path) -> TempDir {
-    use prost::Message;
-    use readout::onnx_pb::ModelProto;
-    let id = src.file_name().unwrap().to_string_lossy().into_owned();
-    let tmp = temp_dir(&format!("own-level1-{id}"));
-    std::fs::create_dir_all(&*tmp).unwrap();
-    for f in ["model.onnx.data", "config.json", "tokenizer.json"] {
-        std::fs::copy(src.join(f), tmp.join(f)).unwrap();
-    }
-    let bytes = std::fs::read(src.join("model.onnx")).unwrap();
-    let mut m = ModelProto::decode(bytes.as_slice()).unwrap();
-    let mut set = 0;
-    for n in &mut m.graph.as_mut().unwrap().node {
-        if n.op_type.as_deref() == Some("MatMulNBits") {
-            for a in &mut n.attribute {
-                if a.name.as_deref() == Some("accuracy_level") {
-                    a.i = Some(1);
-                    set += 1;
-                }
-            }
-        }
-    }
-    assert!(set > 0);
-    std::fs::write(tmp.join("model.onnx"), m.encode_to_vec()).unwrap();
-    tmp
-}
-
 /// On SmolLM2 the reference agrees with ONNX Runtime's float32 path to
 /// 1e-4; the int8 kernels are held to twice the distance of ONNX Runtime's
 /// own int8 path (the file as built) from the same float32 (measured in the

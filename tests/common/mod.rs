@@ -158,3 +158,39 @@ pub fn kv_dims(dir: &Path) -> [usize; 2] {
     let c = readout::core::config::ModelConfig::parse(&text).unwrap();
     [c.kv_heads, c.head_dim]
 }
+
+/// A copy of model `id` (graph, data, config, tokenizer) with every
+/// MatMulNBits set to `accuracy_level` 1: ONNX Runtime then computes in
+/// float32 what the file as built asks it to approximate with int8
+/// activations (SmolLM2's files ask for level 4).
+pub fn float32_copy(src: &Path) -> TempDir {
+    use prost::Message;
+    use readout::onnx_pb::ModelProto;
+    let id = src.file_name().unwrap().to_string_lossy().into_owned();
+    let tmp = temp_dir(&format!("own-level1-{id}"));
+    std::fs::create_dir_all(&*tmp).unwrap();
+    // Everything but the graph, as it is (ONNX Runtime refuses external
+    // data through a symlink, so copies).
+    for e in std::fs::read_dir(src).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_file() && p.file_name().is_some_and(|n| n != "model.onnx") {
+            std::fs::copy(&p, tmp.join(p.file_name().unwrap())).unwrap();
+        }
+    }
+    let bytes = std::fs::read(src.join("model.onnx")).unwrap();
+    let mut m = ModelProto::decode(bytes.as_slice()).unwrap();
+    let mut set = 0;
+    for n in &mut m.graph.as_mut().unwrap().node {
+        if n.op_type.as_deref() == Some("MatMulNBits") {
+            for a in &mut n.attribute {
+                if a.name.as_deref() == Some("accuracy_level") {
+                    a.i = Some(1);
+                    set += 1;
+                }
+            }
+        }
+    }
+    assert!(set > 0);
+    std::fs::write(tmp.join("model.onnx"), m.encode_to_vec()).unwrap();
+    tmp
+}
