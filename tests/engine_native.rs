@@ -202,6 +202,10 @@ fn bad_input_is_named_and_the_engine_stays_usable() {
         e.dispose(tight).unwrap();
         check(e.score(tight, &ok, &opts).await, "no such state");
         check(e.dispose(tight), "no such state");
+        // A stock graph has no hidden output to extract: named by its code, not as a proof.
+        let no_hidden = e.extract(id, std::slice::from_ref(&ok)).await.unwrap_err();
+        assert_eq!(no_hidden.info().code, "no_hidden_output");
+        assert!(no_hidden.to_string().contains("readout expose-hidden"));
         // After every refusal, the same call on the same engine still gives the same decision.
         let again = e.score(id, &ok, &opts).await.unwrap();
         assert_eq!(again.p(), baseline.p());

@@ -101,11 +101,10 @@ pub(super) async fn log_probs<R: Runtime>(
 ) -> Result<Vec<Vec<f64>>, EngineError> {
     for (ids, targets) in branches {
         if ids.is_empty() || targets.len() > ids.len() {
-            return Err(EngineError::Proof(format!(
-                "{} targets over {} tokens were asked for",
-                targets.len(),
-                ids.len()
-            )));
+            return Err(EngineError::TargetsOverTokens {
+                targets: targets.len(),
+                tokens: ids.len(),
+            });
         }
     }
     let sizes: Vec<(usize, usize)> = branches

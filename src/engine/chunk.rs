@@ -41,7 +41,7 @@ pub async fn extend<R: Runtime>(
         }
         len += chunk.len();
     }
-    owned.ok_or_else(|| EngineError::Proof("a step of zero tokens was asked for".into()))
+    owned.ok_or(EngineError::EmptyRun { what: "a step" })
 }
 
 /// Reads `spec` after `past` + `ids`. The readout run is the last
@@ -57,9 +57,7 @@ pub async fn read<R: Runtime>(
     spec: &ReadSpec<'_>,
 ) -> Result<(RowRead, usize), EngineError> {
     if ids.is_empty() {
-        return Err(EngineError::Proof(
-            "a readout of zero tokens was asked for".into(),
-        ));
+        return Err(EngineError::EmptyRun { what: "a readout" });
     }
     let limit = limit.max(1);
     let last = limit.min(ids.len());
@@ -90,11 +88,10 @@ pub async fn token_log_probs<R: Runtime>(
     targets: &[u32],
 ) -> Result<Vec<f64>, EngineError> {
     if ids.is_empty() || targets.len() > ids.len() {
-        return Err(EngineError::Proof(format!(
-            "{} targets over {} tokens were asked for",
-            targets.len(),
-            ids.len()
-        )));
+        return Err(EngineError::TargetsOverTokens {
+            targets: targets.len(),
+            tokens: ids.len(),
+        });
     }
     let mut owned: Option<R::Kv> = None;
     let r = token_log_probs_in(rt, conv, limit, past, ids, targets, &mut owned).await;
@@ -148,8 +145,9 @@ async fn token_log_probs_in<R: Runtime>(
             o.present
         };
         if !last {
-            let kv =
-                grown.ok_or_else(|| EngineError::Proof("the run returned no present.*".into()))?;
+            let kv = grown.ok_or(EngineError::MissingOutput {
+                output: "present.*",
+            })?;
             let old = owned.replace(kv);
             release(rt, old);
         } else if let Some(kv) = grown {

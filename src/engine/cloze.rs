@@ -57,9 +57,9 @@ async fn option_log_probs<R: Runtime>(
     options: &[Vec<u32>],
 ) -> Result<Vec<Vec<f64>>, EngineError> {
     let Some((&q_last, q_lead)) = question.split_last() else {
-        return Err(EngineError::Proof(
-            "the question part tokenised to nothing".into(),
-        ));
+        return Err(EngineError::EmptyRun {
+            what: "a cloze question",
+        });
     };
     let (conv, limit) = (plan.conv, plan.limit);
     if let Some(head) = uncached_head {

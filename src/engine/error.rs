@@ -27,6 +27,17 @@ pub enum EngineError {
         value: String,
         reason: &'static str,
     },
+    /// The engine asked a run for no tokens (an engine fault, not an input).
+    #[error("{what} of zero tokens was asked for")]
+    EmptyRun { what: &'static str },
+    /// The engine asked for more target rows than tokens (an engine fault).
+    #[error("{targets} targets over {tokens} tokens were asked for")]
+    TargetsOverTokens { targets: usize, tokens: usize },
+    /// A run came back without an output the graph's signature promised.
+    #[error("the run returned no {output}")]
+    MissingOutput { output: &'static str },
+    #[error("this graph does not expose last_hidden (build it with `readout expose-hidden`)")]
+    NoHiddenOutput,
     #[error("criterion {criterion:?}: option {letter} needs a letter the pruned head does not keep (it keeps {kept:?})")]
     LetterNotKept {
         criterion: String,
@@ -48,6 +59,10 @@ impl EngineError {
             Self::ModeNeedsStockGraph { .. } => I::new("mode_needs_stock_graph").field("mode"),
             Self::InvalidOption { field, .. } => I::new("invalid_option").field(*field),
             Self::LetterNotKept { .. } => I::new("letter_not_kept").field("options"),
+            Self::EmptyRun { .. } => I::new("empty_run"),
+            Self::TargetsOverTokens { tokens, .. } => I::new("targets_over_tokens").limit(*tokens),
+            Self::MissingOutput { .. } => I::new("missing_output"),
+            Self::NoHiddenOutput => I::new("no_hidden_output").field("model"),
         }
     }
 }

@@ -59,10 +59,8 @@ impl<R: Runtime> Engine<R> {
         Ok(suffix)
     }
 
-    /// Letter decisions for `criteria` (already checked for the mode). Each
-    /// (criterion, rotation) is a branch; `uncached` runs each from an empty
-    /// past instead (the reference). A decision's `ms` is the call's time
-    /// shared out by each criterion's tokens when several ran together.
+    /// Letter decisions for `criteria` (already checked for the mode), one
+    /// per criterion in order.
     pub(super) async fn score_letters(
         &mut self,
         id: StateId,
@@ -70,6 +68,35 @@ impl<R: Runtime> Engine<R> {
         opts: &ScoreOptions,
         uncached: bool,
     ) -> Result<Vec<Decision>, EngineError> {
+        let reads = self.read_letters(id, criteria, opts, uncached).await?;
+        (0..criteria.len())
+            .map(|ci| self.decide_letters(id, criteria, ci, &reads, opts))
+            .collect()
+    }
+
+    /// The letter decision for one criterion (already checked for the mode).
+    pub(super) async fn score_letter(
+        &mut self,
+        id: StateId,
+        criterion: &Criterion,
+        opts: &ScoreOptions,
+        uncached: bool,
+    ) -> Result<Decision, EngineError> {
+        let criteria = std::slice::from_ref(criterion);
+        let reads = self.read_letters(id, criteria, opts, uncached).await?;
+        self.decide_letters(id, criteria, 0, &reads, opts)
+    }
+
+    /// Runs every (criterion, rotation) of `criteria` as a branch after the
+    /// state's past; `uncached` runs each from an empty past instead (the
+    /// reference).
+    async fn read_letters(
+        &mut self,
+        id: StateId,
+        criteria: &[Criterion],
+        opts: &ScoreOptions,
+        uncached: bool,
+    ) -> Result<LetterReads, EngineError> {
         let t0 = self.runtime.now_ms();
         let debias = opts.debias;
         self.ensure_baselines(id, criteria, Mode::Letters, opts.calibration, &|n| {
@@ -78,13 +105,12 @@ impl<R: Runtime> Engine<R> {
         .await?;
         let want_mass = opts.allowed_mass && !self.is_pruned();
         let mut columns = Vec::with_capacity(criteria.len());
-        // (criterion, order, suffix ids)
         let mut jobs = Vec::new();
         for (ci, c) in criteria.iter().enumerate() {
             columns.push(self.plan.columns_for(&c.id, c.options.len())?);
             for order in orders(debias, c.options.len()) {
                 let suffix = self.suffix_for(id, c, &order)?;
-                jobs.push((ci, order, suffix));
+                jobs.push(Job { ci, order, suffix });
             }
         }
         let head = self.plan.head.clone();
@@ -98,9 +124,9 @@ impl<R: Runtime> Engine<R> {
             .collect();
         let reads: Vec<RowRead> = if uncached {
             let mut out = Vec::with_capacity(jobs.len());
-            for (ci, order, _) in &jobs {
+            for j in &jobs {
                 out.push(
-                    self.run_suffix(id, &criteria[*ci], order, true, &specs[*ci])
+                    self.run_suffix(id, &criteria[j.ci], &j.order, true, &specs[j.ci])
                         .await?,
                 );
             }
@@ -113,43 +139,71 @@ impl<R: Runtime> Engine<R> {
                 .ok_or(EngineError::UnknownState(id.0))?;
             let set: Vec<(&[u32], ReadSpec<'_>)> = jobs
                 .iter()
-                .map(|(ci, _, s)| (s.as_slice(), specs[*ci]))
+                .map(|j| (j.suffix.as_slice(), specs[j.ci]))
                 .collect();
             branches::read_last(&mut self.runtime, &plan, &state.kv, &set).await?
         };
         let elapsed = self.runtime.now_ms() - t0;
-        let all_tokens: usize = jobs.iter().map(|j| j.2.len()).sum::<usize>().max(1);
-        let readout = self.ran(id, opts)?;
-        let mut out = Vec::with_capacity(criteria.len());
-        for (ci, c) in criteria.iter().enumerate() {
-            let mut runs = Vec::new();
-            let mut mass = Vec::new();
-            let mut tokens = 0;
-            for ((_, order, suffix), r) in jobs.iter().zip(&reads).filter(|(j, _)| j.0 == ci) {
-                tokens += suffix.len();
-                mass.extend(r.slots.allowed_mass);
-                let probs = match self.baseline(id, Mode::Letters, c, Some(order))? {
-                    Some(Baseline::Letters(b)) if opts.calibration == Calibration::ContentFree => {
-                        calibrate_letters(&r.slots.probs, b)
-                    }
-                    _ => r.slots.probs.clone(),
-                };
-                runs.push((order.clone(), probs));
-            }
-            let (probs, unstable) = combine(c.options.len(), &runs);
-            let allowed_mass =
-                (!mass.is_empty()).then(|| mass.iter().sum::<f64>() / mass.len() as f64);
-            let order_unstable = (debias == Debias::Cyclic).then_some(unstable);
-            let ms = elapsed * tokens as f64 / all_tokens as f64;
-            out.push(Decision::new(
-                c,
-                &probs,
-                allowed_mass,
-                order_unstable,
-                ms,
-                readout,
-            ));
-        }
-        Ok(out)
+        Ok(LetterReads {
+            jobs,
+            reads,
+            elapsed,
+        })
     }
+
+    /// Criterion `ci`'s decision from its rotations' reads: each calibrated
+    /// against its content-free baseline where asked, then combined. Its `ms`
+    /// is the call's time shared out by each criterion's tokens, since
+    /// several ran together.
+    fn decide_letters(
+        &self,
+        id: StateId,
+        criteria: &[Criterion],
+        ci: usize,
+        r: &LetterReads,
+        opts: &ScoreOptions,
+    ) -> Result<Decision, EngineError> {
+        let c = &criteria[ci];
+        let all_tokens = r.jobs.iter().map(|j| j.suffix.len()).sum::<usize>().max(1);
+        let mut runs = Vec::new();
+        let mut mass = Vec::new();
+        let mut tokens = 0;
+        for (j, read) in r.jobs.iter().zip(&r.reads).filter(|(j, _)| j.ci == ci) {
+            tokens += j.suffix.len();
+            mass.extend(read.slots.allowed_mass);
+            let probs = match self.baseline(id, Mode::Letters, c, Some(&j.order))? {
+                Some(Baseline::Letters(b)) if opts.calibration == Calibration::ContentFree => {
+                    calibrate_letters(&read.slots.probs, b)
+                }
+                _ => read.slots.probs.clone(),
+            };
+            runs.push((j.order.clone(), probs));
+        }
+        let (probs, unstable) = combine(c.options.len(), &runs);
+        let allowed_mass = (!mass.is_empty()).then(|| mass.iter().sum::<f64>() / mass.len() as f64);
+        let order_unstable = (opts.debias == Debias::Cyclic).then_some(unstable);
+        let ms = r.elapsed * tokens as f64 / all_tokens as f64;
+        Ok(Decision::new(
+            c,
+            &probs,
+            allowed_mass,
+            order_unstable,
+            ms,
+            self.ran(id, opts)?,
+        ))
+    }
+}
+
+/// One branch of a letters call: criterion `ci` in display `order`.
+struct Job {
+    ci: usize,
+    order: Vec<usize>,
+    suffix: Vec<u32>,
+}
+
+/// Every branch of a letters call and what its run read.
+struct LetterReads {
+    jobs: Vec<Job>,
+    reads: Vec<RowRead>,
+    elapsed: f64,
 }

@@ -484,10 +484,7 @@ impl<R: Runtime> Engine<R> {
         criteria: &[Criterion],
     ) -> Result<Vec<Vec<f32>>, EngineError> {
         if !self.runtime.signature().exposes_hidden() {
-            return Err(EngineError::Proof(
-                "this graph does not expose last_hidden (build it with `readout expose-hidden`)"
-                    .into(),
-            ));
+            return Err(EngineError::NoHiddenOutput);
         }
         let mut out = Vec::with_capacity(criteria.len());
         for c in criteria {
@@ -501,9 +498,9 @@ impl<R: Runtime> Engine<R> {
                 allowed_mass: false,
             };
             let r = self.run_suffix(id, c, &order, false, &spec).await?;
-            let h = r
-                .hidden
-                .ok_or_else(|| EngineError::Proof("the run returned no last_hidden".into()))?;
+            let h = r.hidden.ok_or(EngineError::MissingOutput {
+                output: "last_hidden",
+            })?;
             out.push(h.to_f32_vec());
         }
         Ok(out)
@@ -636,10 +633,6 @@ impl<R: Runtime> Engine<R> {
             let readout = self.ran(id, opts)?;
             return Ok(Decision::new(criterion, &probs, None, None, ms, readout));
         }
-        let mut d = self
-            .score_letters(id, std::slice::from_ref(criterion), opts, uncached)
-            .await?;
-        d.pop()
-            .ok_or_else(|| EngineError::Proof("no decision came back".into()))
+        self.score_letter(id, criterion, opts, uncached).await
     }
 }
