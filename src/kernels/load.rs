@@ -161,6 +161,13 @@ pub fn attr_f(n: &NodeProto, key: &str) -> Option<f32> {
         .and_then(|a| a.f)
 }
 
+pub fn attr_s<'n>(n: &'n NodeProto, key: &str) -> Option<&'n [u8]> {
+    n.attribute
+        .iter()
+        .find(|a| a.name.as_deref() == Some(key))
+        .and_then(|a| a.s.as_deref())
+}
+
 pub fn attr_t<'n>(n: &'n NodeProto, key: &str) -> Option<&'n TensorProto> {
     n.attribute
         .iter()

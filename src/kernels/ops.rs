@@ -118,6 +118,18 @@ pub fn sigmoid(x: &Value) -> OpResult {
     ))
 }
 
+/// 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), Gelu's `approximate = "tanh"`.
+pub fn gelu_tanh(x: &Value) -> OpResult {
+    let v = floats(x, "input")?;
+    let c = (2.0 / std::f32::consts::PI).sqrt();
+    Ok(Value::f32(
+        x.shape.clone(),
+        v.iter()
+            .map(|&t| 0.5 * t * (1.0 + (c * (t + 0.044715 * t * t * t)).tanh()))
+            .collect(),
+    ))
+}
+
 /// `to`: an ONNX data type. Floats of either width are held as float32 here.
 pub fn cast(x: &Value, to: i32) -> OpResult {
     use crate::onnx_pb::dtype;

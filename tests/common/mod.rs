@@ -12,6 +12,10 @@ use readout::runtime::native::{NativeOptions, NativeRuntime};
 
 pub const Q4: &str = "qwen3-tiny-random-q4";
 pub const Q4F16: &str = "qwen3-tiny-random-q4f16";
+/// Gemma 3's conventions at tiny size: two of its three layers attend
+/// through a sliding window of 8 tokens, which every test text exceeds.
+pub const GEMMA_Q4: &str = "gemma3-tiny-random-q4";
+pub const GEMMA_Q4F16: &str = "gemma3-tiny-random-q4f16";
 
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
