@@ -113,7 +113,7 @@ fn chat_prompt_cloze_equals_one_uncached_forward() {
 fn smollm2_cloze_through_the_child_past_equals_one_uncached_forward() {
     // Built by the main job, not by the test command (which builds only the
     // tiny models): skipped, and said so, where it is absent.
-    let Some(src) = smollm2("smollm2-135m-instruct-q4") else {
+    let Some(src) = built_model("smollm2-135m-instruct-q4") else {
         return;
     };
     // Its files ask ONNX Runtime for int8 activations (accuracy_level 4),

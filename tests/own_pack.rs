@@ -162,7 +162,7 @@ fn packed_branches_equal_separate_runs_on_the_tiny_models() {
 #[test]
 fn smollm2_packed_equals_separate() {
     for id in ["smollm2-135m-instruct-q4f16", "smollm2-135m-instruct-q4"] {
-        let Some(dir) = smollm2(id) else { continue };
+        let Some(dir) = built_model(id) else { continue };
         // Attention is float32 on either precision; the int8 products are
         // the ones the engine runs (the scalar reference would take an
         // hour here, and packing does not touch the products).

@@ -141,15 +141,21 @@ pub fn cuts(tmp: &Path) -> [PathBuf; 2] {
     [trimmed, pruned]
 }
 
-/// SmolLM2 is built by `scripts/main.sh`, not by the test command (CI runs
-/// the tiny models only): where it is absent the test says so and skips it.
-pub fn smollm2(id: &str) -> Option<PathBuf> {
+/// The real models are built by `scripts/main.sh` (SmolLM2) and
+/// `scripts/build_models.py gemma3`, not by the test command (CI runs the
+/// tiny models only): where one is absent the test says so and skips it.
+pub fn built_model(id: &str) -> Option<PathBuf> {
     let dir = root().join("models").join(id);
     if dir.join("model.onnx").is_file() {
         Some(dir)
     } else {
+        let how = if id.starts_with("gemma3") {
+            ".venv/bin/python scripts/build_models.py gemma3"
+        } else {
+            "bash scripts/main.sh"
+        };
         eprintln!(
-            "SKIPPED {id}: {} is not built (bash scripts/main.sh builds it)",
+            "SKIPPED {id}: {} is not built ({how} builds it)",
             dir.display()
         );
         None
