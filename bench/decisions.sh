@@ -18,8 +18,18 @@ bin=target/release/readout
 [ -x "$bin" ] || { echo "decisions: $bin is missing; run cargo build --release" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# The chat prompt needs the model's own template; a base model (Gemma 3
+# 270M) ships none, and the engine refuses `--prompt chat` there.
+prompts=(plain)
+if [ -f "$model/chat_template.jinja" ] || grep -q '"chat_template"' "$model/tokenizer_config.json" 2>/dev/null; then
+  prompts+=(chat)
+else
+  echo "decisions: $id has no chat template; plain prompt only" >&2
+fi
+# Extra flags for every evaluate (e.g. READOUT_FLAGS="--runtime own").
+read -r -a flags <<<"${READOUT_FLAGS:-}"
 combos=()
-for prompt in plain chat; do
+for prompt in "${prompts[@]}"; do
   for cal in none content-free; do
     combos+=("letters sum $cal $prompt")
     combos+=("cloze sum $cal $prompt")
@@ -32,7 +42,7 @@ for c in "${combos[@]}"; do
   i=$((i + 1))
   echo "decisions: [$i/${#combos[@]}] $mode $score $cal $prompt" >&2
   "$bin" evaluate "$fixture" --model "$model" --mode "$mode" --cloze-score "$score" \
-    --calibration "$cal" --prompt "$prompt" --out "$work/$i.json" >"$work/$i.txt"
+    --calibration "$cal" --prompt "$prompt" ${flags[@]+"${flags[@]}"} --out "$work/$i.json" >"$work/$i.txt"
   tail -3 "$work/$i.txt" >&2
 done
 # In the order run (1.json .. 12.json), not the shell's lexical order.

@@ -16,6 +16,7 @@ const kind = (f) => {
     if (r.benchmark === "logit_cost") return "page";
     if (r.benchmark === "own_pack" || r.benchmark === "pack_browser") return "pack";
     if (r.benchmark === "own_native") return "own";
+    if (r.benchmark === "native-variants") return "variants";
     if (r.rows && r.best && r.command === "bash bench/decisions.sh") return "decisions";
   } catch {
     return "unreadable";
@@ -59,6 +60,18 @@ if (own.length) {
     const r = JSON.parse(readFileSync(f, "utf8"));
     for (const v of r.variants) {
       out += `| ${v.id} | ${r.threads} | ${v.own.fit.per_token_ms.toFixed(2)} | ${v.onnxruntime.fit.per_token_ms.toFixed(2)} | ${v.ratio_own_over_onnxruntime.per_token_ms.toFixed(2)}× | ${v.own.prefill_tokens_per_s.toFixed(0)} | ${v.onnxruntime.prefill_tokens_per_s.toFixed(0)} | \`${f.split("/").pop()}\` |\n`;
+    }
+  }
+  out += "\n";
+}
+const variants = by("variants");
+if (variants.length) {
+  out += "## Trimming and pruning natively: stock against its cuts\n\n`cargo bench --bench variants -- MODEL_ID`: ms per criterion (one suffix after a cached prefix, ONNX Runtime), the three graphs interleaved in one run. The upper bound each model allows is worked out in `docs/measurements.md`.\n\n";
+  out += "| model | prefix · suffix tokens | threads | variant | median ms | × stock | max \\|Δp\\| vs stock | bytes read back | source |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const f of variants) {
+    const r = JSON.parse(readFileSync(f, "utf8"));
+    for (const v of r.variants) {
+      out += `| ${r.model} | ${r.prefix_tokens} · ${r.suffix_tokens} | ${r.threads} | ${v.id} | ${v.median_ms.toFixed(1)} | ${v.speedup_vs_stock.toFixed(2)}× | ${v.max_abs_dp_vs_stock.toExponential(1)} | ${v.bytes_read_back_per_criterion} | \`${f.split("/").pop()}\` |\n`;
     }
   }
   out += "\n";

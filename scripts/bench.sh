@@ -4,18 +4,18 @@
 # with its native counterpart, writing bench/results/<date>-<model>-<backend>.json.
 #   bash scripts/bench.sh [which ...]     which: smollm2-fp32-wasm smollm2-wasm
 #                                         qwen3-q4f16-wasm qwen3-q4-wasm webgpu-emulated
-#                                         qwen3-wasm-fallback
+#                                         qwen3-wasm-fallback gemma3-cpu gemma3-fp32-wasm
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Disk (checked by scripts/setup.sh first): the Qwen3-0.6B-shape models 9 GB,
-# SmolLM2's 2 GB, builds 1 GB.
-built=models/qwen3-0.6b-shape-fp32-trimmed-pruned/model.onnx
-bash scripts/setup.sh --python --disk-gb "$([ -f "$built" ] && echo 1 || echo 13)"
-.venv/bin/python scripts/build_models.py smollm2 qwen3-0.6b
+# SmolLM2's 2 GB, Gemma 3 270M's 5 GB (with its cuts), builds 1 GB.
+built=models/gemma3-270m-fp32-trimmed-pruned/model.onnx
+bash scripts/setup.sh --gemma --disk-gb "$([ -f "$built" ] && echo 1 || echo 18)"
+.venv/bin/python scripts/build_models.py smollm2 qwen3-0.6b gemma3
 cargo build --locked --release --bin readout
 readout=target/release/readout
-for base in smollm2-135m-instruct-q4f16 smollm2-135m-instruct-q4 smollm2-135m-instruct-fp32 qwen3-0.6b-shape-q4f16 qwen3-0.6b-shape-q4 qwen3-0.6b-shape-fp32; do
+for base in smollm2-135m-instruct-q4f16 smollm2-135m-instruct-q4 smollm2-135m-instruct-fp32 qwen3-0.6b-shape-q4f16 qwen3-0.6b-shape-q4 qwen3-0.6b-shape-fp32 gemma3-270m-q4f16 gemma3-270m-q4 gemma3-270m-fp32; do
   [ -f "models/$base-trimmed/model.onnx" ] || "$readout" trim "models/$base" -o "models/$base-trimmed" >/dev/null
   [ -f "models/$base-trimmed-pruned/model.onnx" ] || "$readout" prune "models/$base-trimmed" --letters ABCDEFGHIJKLMNOPQRST -o "models/$base-trimmed-pruned" >/dev/null
 done
@@ -23,7 +23,7 @@ done
 bash scripts/build_pkg.sh
 
 which=("$@")
-[ ${#which[@]} -gt 0 ] || which=(smollm2-fp32-wasm smollm2-wasm qwen3-q4f16-wasm qwen3-q4-wasm webgpu-emulated qwen3-wasm-fallback)
+[ ${#which[@]} -gt 0 ] || which=(smollm2-fp32-wasm smollm2-wasm qwen3-q4f16-wasm qwen3-q4-wasm webgpu-emulated qwen3-wasm-fallback gemma3-cpu gemma3-fp32-wasm)
 for w in "${which[@]}"; do
   echo "[bench] $w" >&2
   case "$w" in
@@ -36,6 +36,10 @@ for w in "${which[@]}"; do
     webgpu-emulated) node bench/run.mjs --model smollm2-135m-instruct-q4 --backend webgpu --lengths 1,8,32 --runs 1 --warmup 0 --no-mass ;;
     # Which dtype the Qwen3 shape's WASM variant loads: fp32 against q4 and q4f16.
     qwen3-wasm-fallback) node bench/wasm_fallback.mjs qwen3-0.6b-shape qwen3-0.6b-shape-fp32 qwen3-0.6b-shape-q4 qwen3-0.6b-shape-q4f16 ;;
+    # Gemma 3 270M, whose head outweighs its body: our runtime on the q4f16
+    # file, and onnxruntime-web's WASM backend on the float32 variant.
+    gemma3-cpu) node bench/run.mjs --model gemma3-270m-q4f16 --backend cpu --no-transformers ;;
+    gemma3-fp32-wasm) node bench/run.mjs --model gemma3-270m-fp32 --backend wasm --no-transformers ;;
     *) echo "bench.sh: unknown run $w" >&2; exit 2 ;;
   esac
 done
