@@ -1,0 +1,184 @@
+//! The options objects of `Engine.load`, `prefill` and `score`, read
+//! field by field so that a misspelt or mistyped field is refused by name.
+
+use super::interop::coded_err;
+use super::*;
+
+pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue> {
+    if v.is_undefined() || v.is_null() {
+        return Ok((
+            LoadOptions {
+                backend: Requested::Auto,
+                ort_base: None,
+                threads: None,
+                profiling: false,
+                ort_device: false,
+                pack_branches: None,
+            },
+            None,
+        ));
+    }
+    options_object(v, "options", "{ backend: \"wasm\" }")?;
+    let backend = match get(v, "backend").as_string() {
+        None => Requested::Auto,
+        Some(s) => Requested::parse(&s).map_err(js_err)?,
+    };
+    let threads = match get(v, "threads").as_f64() {
+        None => None,
+        Some(n) if (1.0..=64.0).contains(&n) && n.fract() == 0.0 => Some(n as u32),
+        Some(n) => {
+            return Err(js_err(format!(
+                "threads: {n} is not a whole number from 1 to 64"
+            )))
+        }
+    };
+    let progress = match get(v, "onProgress") {
+        p if p.is_undefined() || p.is_null() => None,
+        p => Some(
+            p.dyn_into::<Function>()
+                .map_err(|_| js_err("onProgress: must be a function"))?,
+        ),
+    };
+    let ort_device = match get(v, "device").as_string().as_deref() {
+        None | Some("shared") => false,
+        Some("onnxruntime") => true,
+        Some(other) => {
+            return Err(js_err(format!(
+                "device: {other:?} is not \"shared\" or \"onnxruntime\""
+            )))
+        }
+    };
+    let pack = get(v, "packBranches");
+    let pack_branches = match pack.as_bool() {
+        Some(b) => Some(b),
+        None if pack.is_undefined() || pack.is_null() => None,
+        None => return Err(js_err("packBranches: must be true or false")),
+    };
+    Ok((
+        LoadOptions {
+            backend,
+            pack_branches,
+            ort_base: get(v, "ortBase").as_string(),
+            threads,
+            profiling: get(v, "profiling").is_truthy(),
+            ort_device,
+        },
+        progress,
+    ))
+}
+
+/// The options as given; an unset field means the engine's default (the
+/// models.json entry's readout; `allowedMass`: when the head is unpruned),
+/// which only the engine knows.
+#[derive(Default)]
+pub(super) struct JsScoreOptions {
+    debias: Option<Debias>,
+    allowed_mass: Option<bool>,
+    mode: Option<Mode>,
+    cloze_score: Option<ClozeScore>,
+    calibration: Option<Calibration>,
+}
+
+pub(super) const SCORE_OPTION_FIELDS: &[&str] =
+    &["debias", "allowedMass", "mode", "clozeScore", "calibration"];
+pub(super) const PREFILL_OPTION_FIELDS: &[&str] = &["prompt", "mode"];
+
+/// A string option parsed by the engine type's own names; anything else is
+/// refused naming the field and the values it takes.
+pub(super) fn enum_field<T: serde::de::DeserializeOwned>(
+    v: &JsValue,
+    field: &str,
+    allowed: &str,
+) -> Result<Option<T>, JsValue> {
+    let x = get(v, field);
+    if x.is_undefined() || x.is_null() {
+        return Ok(None);
+    }
+    let refuse = |got: String| {
+        coded_err(
+            format!("{field}: {got} is not one of {allowed}"),
+            crate::core::ErrorInfo::new("invalid_option").field(field),
+        )
+    };
+    let s = x.as_string().ok_or_else(|| {
+        refuse(format!(
+            "a {}",
+            x.js_typeof().as_string().unwrap_or_default()
+        ))
+    })?;
+    serde_json::from_value(serde_json::Value::String(s.clone()))
+        .map(Some)
+        .map_err(|_| refuse(format!("{s:?}")))
+}
+
+/// Refuses an options key the call does not take (a typo would otherwise
+/// run silently with the default), naming the nearest known one.
+pub(super) fn known_keys(
+    v: &JsValue,
+    argument: &str,
+    known: &'static [&'static str],
+) -> Result<(), JsValue> {
+    let value: serde_json::Value = serde_wasm_bindgen::from_value(v.clone()).map_err(js_err)?;
+    crate::core::fixture::check_object(&value, argument, known).map_err(core_err)
+}
+
+/// An options argument must be a plain object (or absent): reading fields
+/// off a string such as `"cyclic"` finds none and would silently run with
+/// the defaults.
+pub(super) fn options_object(v: &JsValue, argument: &str, example: &str) -> Result<(), JsValue> {
+    if v.is_object() && !js_sys::Array::is_array(v) && !v.is_function() {
+        return Ok(());
+    }
+    let got = if js_sys::Array::is_array(v) {
+        "an array".to_string()
+    } else {
+        format!("a {}", v.js_typeof().as_string().unwrap_or_default())
+    };
+    Err(coded_err(
+        format!("{argument}: must be an object such as {example} (or left out), not {got}"),
+        crate::core::ErrorInfo::new("invalid_option").field(argument),
+    ))
+}
+
+impl JsScoreOptions {
+    pub(super) fn parse(v: &JsValue) -> Result<Self, JsValue> {
+        if v.is_undefined() || v.is_null() {
+            return Ok(Self::default());
+        }
+        options_object(v, "options", "{ mode: \"cloze\" }")?;
+        known_keys(v, "options", SCORE_OPTION_FIELDS)?;
+        let am = get(v, "allowedMass");
+        Ok(Self {
+            debias: enum_field(v, "debias", "\"none\", \"cyclic\"")?,
+            allowed_mass: (!am.is_undefined()).then(|| am.is_truthy()),
+            mode: enum_field(v, "mode", "\"letters\", \"cloze\"")?,
+            cloze_score: enum_field(v, "clozeScore", "\"sum\", \"mean\"")?,
+            calibration: enum_field(v, "calibration", "\"none\", \"content-free\"")?,
+        })
+    }
+
+    pub(super) fn for_engine(&self, e: &WebEngine) -> ScoreOptions {
+        let d = e.readout_defaults();
+        ScoreOptions {
+            debias: self.debias.unwrap_or_default(),
+            allowed_mass: self.allowed_mass.unwrap_or(!e.is_pruned()),
+            mode: self.mode.unwrap_or(d.mode),
+            cloze_score: self.cloze_score.unwrap_or(d.cloze_score),
+            calibration: self.calibration.unwrap_or(d.calibration),
+        }
+    }
+}
+
+/// `{ prompt }` for a prefill; `None`: the engine's default.
+/// The prefill's options: what was given of the prompt style and the mode.
+pub(super) fn prefill_options(v: &JsValue) -> Result<(Option<PromptStyle>, Option<Mode>), JsValue> {
+    if v.is_undefined() || v.is_null() {
+        return Ok((None, None));
+    }
+    options_object(v, "options", "{ prompt: \"chat\", mode: \"cloze\" }")?;
+    known_keys(v, "options", PREFILL_OPTION_FIELDS)?;
+    Ok((
+        enum_field(v, "prompt", "\"plain\", \"chat\"")?,
+        enum_field(v, "mode", "\"letters\", \"cloze\"")?,
+    ))
+}

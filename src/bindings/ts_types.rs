@@ -1,0 +1,69 @@
+//! The TypeScript declarations of the package's types (the `.d.ts` carries
+//! them beside the generated classes).
+
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_TYPES: &'static str = r#"
+export type Backend = "auto" | "webgpu" | "wasm" | "cpu";
+export interface LoadOptions {
+  /** "auto" (default): WebGPU when an adapter exists and the dtype runs there, else the entry's WASM variant.
+   *  "cpu": readout's own int4 kernels (SIMD128, one thread for now) over the entry's own file, no onnxruntime-web. */
+  backend?: Backend;
+  /** URL prefix where onnxruntime-web's dist/ files (.wasm, .mjs) are served. Nothing else is contacted. */
+  ortBase?: string;
+  /** Called while files download: file role, bytes so far, bytes in all (0 when unknown). */
+  onProgress?: (p: { file: string; loaded: number; total: number }) => void;
+  /** WASM backend threads (needs a cross-origin isolated page). */
+  threads?: number;
+  /** onnxruntime-web's profiler (see Engine.endProfiling). */
+  profiling?: boolean;
+  /** WebGPU: "shared" (default) hands the engine's device to onnxruntime-web and reads logits on it;
+   *  "onnxruntime" lets onnxruntime-web create its own (logits are then downloaded). */
+  device?: "shared" | "onnxruntime";
+  /** cpu: run a call's branches (scoreAll's criteria, debias rotations, cloze options) in one
+   *  block-causal pass (default true); false runs them one by one, what a benchmark compares against. */
+  packBranches?: boolean;
+}
+export interface StateInput { id?: string; instruction?: string; evidence: string; }
+export interface OptionInput { id: string; description: string; }
+export interface CriterionInput { id: string; family?: string; question: string; options: OptionInput[]; answer?: string; }
+/** Unset fields take the model's default (models.json `readout`; else letters, plain). */
+export interface ScoreOptions {
+  /** "letters": the option letter's probability (one run, any graph). "cloze": each option's own text (stock graphs). */
+  mode?: "letters" | "cloze";
+  /** cloze: an option's score is the sum or the mean of its tokens' log-probabilities. */
+  clozeScore?: "sum" | "mean";
+  /** "content-free": divide out what the model prefers after evidence "N/A" (computed once per criterion, cached). */
+  calibration?: "none" | "content-free";
+  /** letters: "cyclic" scores every rotation of the options and averages. */
+  debias?: "none" | "cyclic";
+  allowedMass?: boolean;
+}
+/** How the state's head is written. `prompt`: "plain" text or the model's own
+ *  chat template. `mode`: the readout it will be read with,
+ *  which picks the default instruction when the state has none (a letters
+ *  head asks for a letter, a cloze head for the answer); default: the model's. */
+export interface PrefillOptions { prompt?: "plain" | "chat"; mode?: "letters" | "cloze"; }
+/** Every refusal is an Error carrying these: branch on `code`, not on the message. */
+export interface ReadoutError extends Error {
+  /** A stable snake_case name, e.g. "too_many_options", "mode_needs_stock_graph", "unknown_field". */
+  code: string;
+  /** The input field concerned, e.g. "options", "evidence", "mode". */
+  field?: string;
+  /** The limit exceeded, e.g. 20 (letters) or 64 (cloze) options. */
+  limit?: number;
+}
+export interface OptionProb { id: string; letter: string; p: number; }
+export interface Decision {
+  id: string; answer: string; letter: string; probs: OptionProb[]; margin: number;
+  allowed_mass?: number; order_unstable?: boolean; ms: number;
+}
+export interface EngineInfo {
+  model_id: string; runtime: string; backend: "webgpu" | "wasm" | "cpu"; backend_reason: string;
+  readout: string; run_limit: number; bytes_read_back: number; live_gpu_tensors: number;
+  /** Set once the WebGPU device was lost: every later run is refused; load the engine again. */
+  device_lost?: string | null;
+  [key: string]: unknown;
+}
+"#;
