@@ -1,0 +1,90 @@
+// The logit_cost sweep of each variant on this engine, and the same work the transformers.js way.
+import { Engine } from "/pkg-diagnostics/readout.js";
+import { ORT_BASE, TJS_ORT_BASE, VARIANTS, log, softmax, sweepLoop, timed } from "./common.js";
+
+export async function sweepEngine(cfg, variant) {
+  const id = cfg.model + VARIANTS[variant];
+  log(`${id}: loading on ${cfg.backend}`);
+  const [loadMs, engine] = await timed(() => Engine.load(`/models/${id}`, { backend: cfg.backend, ortBase: ORT_BASE, threads: cfg.threads }));
+  const info = engine.info();
+  try {
+    const { prefix, suffixes } = await engine.sweepIds(cfg.prefix, cfg.lengths);
+    const [prefillMs, state] = await timed(() => engine.prefillIds(prefix));
+    const out = { id, variant, backend: info.backend, backend_reason: info.backend_reason, readout: info.readout, run_limit: info.run_limit, load_ms: loadMs, prefill_ms: prefillMs, samples_ms: {}, median_ms: [], bytes_read_back: [], probs: [] };
+    await sweepLoop(cfg, suffixes, id, out, (ids) => state.readIds(ids, cfg.options, false), () => engine.bytesReadBack());
+    out.letter_columns = info.letters.columns.slice(0, cfg.options);
+    out.letter_ids = info.letters.letter_ids.slice(0, cfg.options);
+    out.ids = { prefix: Array.from(prefix), suffixes: suffixes.map((s) => Array.from(s)) };
+    await state.dispose();
+    return out;
+  } finally {
+    await engine.dispose();
+  }
+}
+
+
+
+export async function sweepTransformers(cfg, ids, letterIds) {
+  const { AutoModelForCausalLM, Tensor, env } = await import("@huggingface/transformers");
+  env.allowRemoteModels = false;
+  env.allowLocalModels = true;
+  env.localModelPath = "/models/";
+  env.useBrowserCache = false;
+  env.backends.onnx.wasm.wasmPaths = TJS_ORT_BASE;
+  env.backends.onnx.wasm.numThreads = cfg.threads;
+  const device = cfg.backend === "webgpu" ? "webgpu" : "wasm";
+  log(`transformers.js: loading ${cfg.model} on ${device}`);
+  // Our directories hold model.onnx + model.onnx.data; "fp32" only selects the
+  // file name (no suffix). Input and KV dtypes come from the graph itself.
+  const [loadMs, model] = await timed(() => AutoModelForCausalLM.from_pretrained(cfg.model, {
+    device, dtype: "fp32", subfolder: "", model_file_name: "model", local_files_only: true,
+    session_options: { externalData: [{ path: "model.onnx.data", data: "model.onnx.data" }] },
+  }));
+  const i64 = (arr) => new Tensor("int64", BigInt64Array.from(arr, BigInt), [1, arr.length]);
+  const ones = (n) => new Tensor("int64", new BigInt64Array(n).fill(1n), [1, n]);
+  const toPast = (outputs) => {
+    const past = {};
+    for (const [k, v] of Object.entries(outputs)) if (k.startsWith("present")) past[k.replace("present", "past_key_values")] = v;
+    return past;
+  };
+  const dispose = (outputs) => {
+    for (const [k, v] of Object.entries(outputs)) if (k.startsWith("present") && v.location === "gpu-buffer") v.dispose();
+  };
+  try {
+    const P = ids.prefix.length;
+    // transformers.js sizes an empty past from the graph's input shapes and
+    // resolves the builder's symbolic `kv_cache_dim` to 0, which
+    // GroupQueryAttention refuses; so the empty past is built from config.json.
+    const c = model.config;
+    const headDim = c.head_dim ?? c.hidden_size / c.num_attention_heads;
+    const empty = {};
+    for (const m of model.sessions.model.inputMetadata ?? []) {
+      if (!m.name.startsWith("past_key_values.")) continue;
+      const data = m.type === "float16" ? new Uint16Array(0) : new Float32Array(0);
+      empty[m.name] = new Tensor(m.type, data, [1, c.num_key_value_heads, 0, headDim]);
+    }
+    const [prefillMs, pre] = await timed(() => model.forward({ input_ids: i64(ids.prefix), attention_mask: ones(P), past_key_values: empty }));
+    const past = toPast(pre);
+    const out = { id: cfg.model, variant: "transformers.js", device, empty_past: "built from config.json (transformers.js resolves the symbolic kv_cache_dim to 0)", load_ms: loadMs, prefill_ms: prefillMs, samples_ms: {}, median_ms: [], bytes_read_back: [], probs: [] };
+    // Bytes copied out of onnxruntime-web, counted from the tensors each run returns.
+    let copied = 0;
+    const one = async (suffix) => {
+      const o = await model.forward({ input_ids: i64(suffix), attention_mask: ones(P + suffix.length), past_key_values: past });
+      // What a front-end does with the result: the letters at the last row.
+      const logits = o.logits;
+      const [, S, V] = logits.dims;
+      const row = (S - 1) * V;
+      const data = logits.data;
+      const letters = letterIds.map((c) => Number(data[row + c]));
+      copied += data.byteLength + Object.entries(o).filter(([k, v]) => k.startsWith("present") && v.location === "cpu").reduce((a, [, v]) => a + v.data.byteLength, 0);
+      out.logits_dtype = logits.type;
+      dispose(o);
+      return { probs: softmax(letters) };
+    };
+    await sweepLoop(cfg, ids.suffixes, "transformers.js", out, one, () => copied);
+    dispose(pre);
+    return out;
+  } finally {
+    await model.dispose();
+  }
+}
