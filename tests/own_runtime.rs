@@ -434,20 +434,25 @@ fn graphs_it_cannot_compute_are_refused_by_name() {
         }
         other => panic!("{other:?}"),
     }
-    let mut m = ModelProto::decode(bytes.as_slice()).unwrap();
-    let g = m.graph.as_mut().unwrap();
-    let gqa = g
-        .node
-        .iter_mut()
-        .find(|n| n.op_type.as_deref() == Some("GroupQueryAttention"))
-        .unwrap();
+    // The first attention node changed by `f`, the graph re-encoded.
+    let with_gqa = |f: &dyn Fn(&mut readout::onnx_pb::NodeProto)| {
+        let mut m = ModelProto::decode(bytes.as_slice()).unwrap();
+        let g = m.graph.as_mut().unwrap();
+        f(g.node
+            .iter_mut()
+            .find(|n| n.op_type.as_deref() == Some("GroupQueryAttention"))
+            .unwrap());
+        m.encode_to_vec()
+    };
     // (A local window is computed since Gemma 3; interleaved rotary is not.)
-    gqa.attribute
-        .iter_mut()
-        .find(|a| a.name.as_deref() == Some("rotary_interleaved"))
-        .unwrap()
-        .i = Some(1);
-    match load_err(&m.encode_to_vec(), &dir, u64::MAX) {
+    let interleaved = with_gqa(&|gqa| {
+        gqa.attribute
+            .iter_mut()
+            .find(|a| a.name.as_deref() == Some("rotary_interleaved"))
+            .unwrap()
+            .i = Some(1)
+    });
+    match load_err(&interleaved, &dir, u64::MAX) {
         KernelError::Unsupported { reason, .. } => {
             assert!(reason.contains("rotary_interleaved = 1"), "{reason}")
         }
@@ -456,19 +461,14 @@ fn graphs_it_cannot_compute_are_refused_by_name() {
 
     // A sliding layer whose past is a window-sized ring buffer (what the
     // builder makes for its CPU target unless told otherwise): named.
-    let mut m = ModelProto::decode(bytes.as_slice()).unwrap();
-    let g = m.graph.as_mut().unwrap();
-    let gqa = g
-        .node
-        .iter_mut()
-        .find(|n| n.op_type.as_deref() == Some("GroupQueryAttention"))
-        .unwrap();
-    gqa.attribute.push(readout::onnx_pb::AttributeProto {
-        name: Some("sliding_window_cache".into()),
-        i: Some(1),
-        ..Default::default()
+    let ring = with_gqa(&|gqa| {
+        gqa.attribute.push(readout::onnx_pb::AttributeProto {
+            name: Some("sliding_window_cache".into()),
+            i: Some(1),
+            ..Default::default()
+        })
     });
-    match load_err(&m.encode_to_vec(), &dir, u64::MAX) {
+    match load_err(&ring, &dir, u64::MAX) {
         KernelError::Unsupported { reason, .. } => {
             assert!(reason.contains("sliding_window_cache"), "{reason}")
         }
