@@ -144,10 +144,12 @@ impl<R: Runtime> Engine<R> {
             branches::read_last(&mut self.runtime, &plan, &state.kv, &set).await?
         };
         let elapsed = self.runtime.now_ms() - t0;
+        let all_tokens = jobs.iter().map(|j| j.suffix.len()).sum::<usize>().max(1);
         Ok(LetterReads {
             jobs,
             reads,
             elapsed,
+            all_tokens,
         })
     }
 
@@ -164,7 +166,6 @@ impl<R: Runtime> Engine<R> {
         opts: &ScoreOptions,
     ) -> Result<Decision, EngineError> {
         let c = &criteria[ci];
-        let all_tokens = r.jobs.iter().map(|j| j.suffix.len()).sum::<usize>().max(1);
         let mut runs = Vec::new();
         let mut mass = Vec::new();
         let mut tokens = 0;
@@ -182,7 +183,7 @@ impl<R: Runtime> Engine<R> {
         let (probs, unstable) = combine(c.options.len(), &runs);
         let allowed_mass = (!mass.is_empty()).then(|| mass.iter().sum::<f64>() / mass.len() as f64);
         let order_unstable = (opts.debias == Debias::Cyclic).then_some(unstable);
-        let ms = r.elapsed * tokens as f64 / all_tokens as f64;
+        let ms = r.elapsed * tokens as f64 / r.all_tokens as f64;
         Ok(Decision::new(
             c,
             &probs,
@@ -206,4 +207,6 @@ struct LetterReads {
     jobs: Vec<Job>,
     reads: Vec<RowRead>,
     elapsed: f64,
+    /// Suffix tokens over every branch, for sharing `elapsed` out.
+    all_tokens: usize,
 }

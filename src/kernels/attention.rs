@@ -246,11 +246,9 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 mod tests {
     use super::*;
 
+    /// Uniform in [-0.5, 0.5), from the kernels' own generator.
     fn lcg(seed: &mut u64) -> f32 {
-        *seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        crate::kernels::simd::lcg(seed) as f32 / (1u64 << 32) as f32 - 0.5
     }
 
     /// One head, no rotary: a row's output is the softmax-weighted sum over

@@ -423,7 +423,7 @@ mod wasm {
 }
 
 /// A fixed pseudo-random stream (no dependency for a self-test).
-fn lcg(seed: &mut u64) -> u32 {
+pub(crate) fn lcg(seed: &mut u64) -> u32 {
     *seed = seed
         .wrapping_mul(6364136223846793005)
         .wrapping_add(1442695040888963407);

@@ -128,13 +128,7 @@ pub trait Runtime {
         past: Option<&Self::Kv>,
         spec: &ReadSpec<'_>,
     ) -> Result<RowRead, RuntimeError> {
-        let out = self.run(step, past, false).await?;
-        let slots = read_slots(&out.logits, spec.head, spec.columns, spec.allowed_mass)?;
-        Ok(RowRead {
-            slots,
-            dims: out.logits.dims,
-            hidden: out.hidden,
-        })
+        read_on_host(self, step, past, spec).await
     }
 
     /// Runs `step` after `past` and returns, for each `(row, token)` of `at`,
@@ -208,6 +202,23 @@ pub trait Runtime {
 
     /// The runtime's own description (library, version, backend).
     fn describe(&self) -> String;
+}
+
+/// `read` with the logits brought to the host: the default, and the WASM
+/// path of a runtime that reads on the GPU where it can.
+pub(crate) async fn read_on_host<R: Runtime + ?Sized>(
+    rt: &mut R,
+    step: &Step,
+    past: Option<&R::Kv>,
+    spec: &ReadSpec<'_>,
+) -> Result<RowRead, RuntimeError> {
+    let out = rt.run(step, past, false).await?;
+    let slots = read_slots(&out.logits, spec.head, spec.columns, spec.allowed_mass)?;
+    Ok(RowRead {
+        slots,
+        dims: out.logits.dims,
+        hidden: out.hidden,
+    })
 }
 
 /// `log_probs_at` with the logits brought to the host: the default, and the

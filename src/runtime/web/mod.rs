@@ -25,7 +25,7 @@ use super::{
     HIDDEN_OUTPUT,
 };
 use crate::core::logits::Logits;
-use crate::core::readout::{from_gathered, read_slots, HeadColumns};
+use crate::core::readout::{from_gathered, HeadColumns};
 use crate::gpu::web::SharedDevice;
 use crate::gpu::{GpuReadout, RowTask};
 

@@ -69,13 +69,7 @@ impl Runtime for WebRuntime {
         if self.gpu.is_some() {
             return self.read_on_gpu(step, past, spec).await;
         }
-        let out = self.run(step, past, false).await?;
-        let slots = read_slots(&out.logits, spec.head, spec.columns, spec.allowed_mass)?;
-        Ok(RowRead {
-            slots,
-            dims: out.logits.dims,
-            hidden: out.hidden,
-        })
+        crate::runtime::read_on_host(self, step, past, spec).await
     }
 
     async fn log_probs_at(
