@@ -74,5 +74,7 @@ export async function sweepLoop(cfg, suffixes, label, out, run, counter) {
     out.probs.push(r.probs);
     log(`${label}: n=${n} median ${median(s).toFixed(1)} ms, ${bytes} bytes read back`);
   }
-  out.fit = linearFit(cfg.lengths, out.median_ms) ?? null;
+  // Results files keep the native sweep's snake_case names.
+  const f = linearFit(cfg.lengths, out.median_ms);
+  out.fit = f ? { fixed_ms: f.fixedMs, per_token_ms: f.perTokenMs, r2: f.r2 } : null;
 }

@@ -158,14 +158,14 @@ async function load() {
     });
     const info = engine.info();
     const badge = $("badge");
-    badge.textContent = `${info.backend === "webgpu" ? "WebGPU" : "WASM"} · ${info.backend_reason}`;
+    badge.textContent = `${info.backend === "webgpu" ? "WebGPU" : "WASM"} · ${info.backendReason}`;
     badge.className = `badge ${info.backend}`;
     badge.hidden = false;
     badge.dataset.backend = info.backend;
-    const d = info.readout_defaults;
-    $("model-info").textContent = `${info.model_id} loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s; ` +
-      `default readout ${d.mode}${d.mode === "cloze" ? ` · ${d.cloze_score}` : ""} · ${d.calibration} · ${d.prompt}; ` +
-      `letters read by ${info.readout}; exact run length ${info.run_limit} tokens; ${threads} thread${threads > 1 ? "s" : ""}.`;
+    const d = info.readoutDefaults;
+    $("model-info").textContent = `${info.modelId} loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s; ` +
+      `default readout ${d.mode}${d.mode === "cloze" ? ` · ${d.clozeScore}` : ""} · ${d.calibration} · ${d.prompt}; ` +
+      `letters read by ${info.readout}; exact run length ${info.runLimit} tokens; ${threads} thread${threads > 1 ? "s" : ""}.`;
     for (const card of document.querySelectorAll(".criterion")) relabel(card);
     $("run").disabled = false;
     setStatus("ready", "ready");
@@ -183,7 +183,7 @@ async function load() {
 function currentMode() {
   const m = $("mode").value;
   if (m) return m.split(":")[0];
-  return engine?.info().readout_defaults?.mode ?? "letters";
+  return engine?.info().readoutDefaults?.mode ?? "letters";
 }
 
 /** Only what the page chose; the engine fills the rest from the model's default. */
@@ -197,7 +197,7 @@ function scoreOptions() {
 }
 
 function describeReadout(r) {
-  const parts = [r.mode === "cloze" ? `cloze (${r.cloze_score} of the option's token log-probabilities)` : "letters"];
+  const parts = [r.mode === "cloze" ? `cloze (${r.clozeScore} of the option's token log-probabilities)` : "letters"];
   parts.push(r.calibration === "content-free" ? "content-free calibration" : "no calibration");
   parts.push(`${r.prompt} prompt`);
   return `Readout: ${parts.join(" · ")}.`;
@@ -233,7 +233,7 @@ function decisionRow(c, d) {
     m.textContent = c.answer === d.answer ? "✓ expected" : `✗ expected ${c.answer}`;
     ans.append(m);
   }
-  if (d.order_unstable) {
+  if (d.orderUnstable) {
     const m = document.createElement("span");
     m.className = "mark unstable";
     m.title = "the argmax changed with the order of the options";
@@ -241,7 +241,7 @@ function decisionRow(c, d) {
     ans.append(m);
   }
   tr.querySelector(".margin").textContent = d.margin.toFixed(3);
-  tr.querySelector(".mass").textContent = d.allowed_mass == null ? "—" : (d.allowed_mass < 0.001 ? d.allowed_mass.toExponential(1) : d.allowed_mass.toFixed(3));
+  tr.querySelector(".mass").textContent = d.allowedMass == null ? "—" : (d.allowedMass < 0.001 ? d.allowedMass.toExponential(1) : d.allowedMass.toFixed(3));
   tr.querySelector(".ms").textContent = d.ms.toFixed(0);
   return tr;
 }

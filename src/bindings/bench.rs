@@ -11,7 +11,7 @@ use super::{js_err, to_js};
 use crate::core::logits::Logits;
 use crate::core::readout::{read_slots, HeadColumns};
 
-/// `ms = fixed + perToken × n` by least squares: `{fixed_ms, per_token_ms, r2}`, or `undefined` on fewer than two distinct lengths.
+/// `ms = fixed + perToken × n` by least squares: `{fixedMs, perTokenMs, r2}`, or `undefined` on fewer than two distinct lengths.
 #[wasm_bindgen(js_name = linearFit)]
 pub fn linear_fit(xs: Vec<f64>, ys: Vec<f64>) -> Result<JsValue, JsValue> {
     match crate::core::sweep::fit(&xs, &ys) {
@@ -37,7 +37,6 @@ pub(super) fn ids_to_js(prefix: &[u32], suffixes: &[Vec<u32>]) -> JsValue {
 }
 
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
 struct BenchRead {
     logits: Vec<f32>,
     log_sum_exp: f64,

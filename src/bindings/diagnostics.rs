@@ -92,7 +92,7 @@ impl State {
     /// The readout of the first `options` letters after this state and raw
     /// `ids`: the run a criterion of that many suffix tokens costs, on the
     /// same path. `{probs, logits, allowedMass?}`.
-    #[wasm_bindgen(js_name = readIds, unchecked_return_type = "Promise<{ probs: number[]; logits: number[]; allowed_mass?: number }>")]
+    #[wasm_bindgen(js_name = readIds, unchecked_return_type = "Promise<{ probs: number[]; logits: number[]; allowedMass?: number }>")]
     pub fn read_ids(&self, ids: Vec<u32>, options: usize, allowed_mass: bool) -> Promise {
         let (shared, id) = (self.shared.clone(), self.id);
         future_to_promise(async move {
@@ -181,7 +181,6 @@ pub async fn gpu_readout_self_test(
     let buf = gpu.upload(&bytes);
     let g = gpu.read(&buf, dims, f16, &columns).await.map_err(js_err)?;
     #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
     struct Side {
         logits: Vec<f32>,
         log_sum_exp: f64,

@@ -33,9 +33,48 @@ pub(super) fn core_err(e: crate::core::CoreError) -> JsValue {
     coded_err(e, info)
 }
 
+/// A Rust value as JS, its field names in JS's casing. The engine's types
+/// serialise in snake_case, as the native CLI's JSON files keep them; JS
+/// reads and writes camelCase, so the surface renames every object key on
+/// the way out (`allowed_mass` → `allowedMass`). Nothing that crosses here is
+/// a map keyed by data (ids, tensor names), whose keys must not change.
 pub(super) fn to_js<T: Serialize>(v: &T) -> Result<JsValue, JsValue> {
-    v.serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+    let mut value = serde_json::to_value(v).map_err(js_err)?;
+    camel_keys(&mut value);
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
         .map_err(js_err)
+}
+
+fn camel_keys(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            let old = std::mem::take(m);
+            for (k, mut x) in old {
+                camel_keys(&mut x);
+                m.insert(camel(&k), x);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(camel_keys),
+        _ => {}
+    }
+}
+
+/// `snake_case` → `snakeCase`; a key without an underscore is returned as is.
+fn camel(key: &str) -> String {
+    let mut out = String::with_capacity(key.len());
+    let mut upper = false;
+    for c in key.chars() {
+        if c == '_' && !out.is_empty() {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 pub(super) fn from_js<T: serde::de::DeserializeOwned>(

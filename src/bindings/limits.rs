@@ -27,21 +27,18 @@ export interface Limits {
 pub const MAX_DEFAULT_THREADS: u32 = 4;
 
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
 struct MaxOptions {
     letters: usize,
     cloze: usize,
 }
 
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
 struct Sweep {
     prefix_tokens: usize,
     suffix_lengths: Vec<usize>,
 }
 
 #[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
 struct Limits {
     letters: &'static str,
     min_options: usize,

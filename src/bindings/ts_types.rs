@@ -57,13 +57,15 @@ export interface ReadoutError extends Error {
 export interface OptionProb { id: string; letter: string; p: number; }
 export interface Decision {
   id: string; answer: string; letter: string; probs: OptionProb[]; margin: number;
-  allowed_mass?: number; order_unstable?: boolean; ms: number;
+  allowedMass?: number; orderUnstable?: boolean; ms: number;
+  /** What ran: mode, clozeScore, calibration, and the state's prompt. */
+  readout: { mode: "letters" | "cloze"; clozeScore: "sum" | "mean"; calibration: "none" | "content-free"; prompt: "plain" | "chat" };
 }
 export interface EngineInfo {
-  model_id: string; runtime: string; backend: "webgpu" | "wasm" | "cpu"; backend_reason: string;
-  readout: string; run_limit: number; bytes_read_back: number; live_gpu_tensors: number;
+  modelId: string; runtime: string; backend: "webgpu" | "wasm" | "cpu"; backendReason: string;
+  readout: string; runLimit: number; bytesReadBack: number; liveGpuTensors: number;
   /** Set once the WebGPU device was lost: every later run is refused; load the engine again. */
-  device_lost?: string | null;
+  deviceLost?: string | null;
   [key: string]: unknown;
 }
 "#;

@@ -39,9 +39,9 @@ test("auto: a float16 entry on an adapter without shader-f16 loads its WASM vari
     return { info, progress: progress.filter((p) => p.file === "external_data") };
   });
   assert.equal(r.info.backend, "wasm");
-  assert.match(r.info.backend_reason, /qwen3-tiny-random-q4f16 is float16 and the WebGPU adapter \(google \/ swiftshader\) lacks shader-f16; falling back/);
+  assert.match(r.info.backendReason, /qwen3-tiny-random-q4f16 is float16 and the WebGPU adapter \(google \/ swiftshader\) lacks shader-f16; falling back/);
   assert.equal(r.info.model, "qwen3-tiny-random-fp32");
-  assert.ok(r.info.files.every((f) => f.sha256_checked));
+  assert.ok(r.info.files.every((f) => f.sha256Checked));
   const last = r.progress.at(-1);
   assert.ok(last.loaded === last.total && last.total > 1e6, JSON.stringify(last));
 });
@@ -56,7 +56,7 @@ test("WebGPU disabled: auto falls back to WASM and reports it", async () => {
       return i;
     }, { tiny: TINY }, noGpu);
     assert.equal(info.backend, "wasm");
-    assert.match(info.backend_reason, /WebGPU unavailable: .*falling back to the WASM backend/);
+    assert.match(info.backendReason, /WebGPU unavailable: .*falling back to the WASM backend/);
   } finally {
     await noGpu.close();
   }
@@ -158,7 +158,7 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     await n.dispose();
     // Calls at once are queued: the same answers as one after another.
     const together = await Promise.all([s.score(good), e.prefill({ evidence: "Another state." }), s.score(good, { debias: "cyclic" }), s.score(good)]);
-    out.queued = [together[0].probs[0].p === together[3].probs[0].p, typeof together[1].tokens, together[2].order_unstable !== undefined];
+    out.queued = [together[0].probs[0].p === together[3].probs[0].p, typeof together[1].tokens, together[2].orderUnstable !== undefined];
     await together[1].dispose();
     await s.dispose();
     await attempt("disposed_state", () => s.score(good));
@@ -332,7 +332,7 @@ test("WebGPU: 200 prefills leave liveGpuTensors where it started; a batch of 2 i
     };
     const lostScore = await refused(() => held.score(c));
     const lostPrefill = await refused(() => e.prefill({ evidence: "The door is shut." }));
-    const lost = e.info().device_lost;
+    const lost = e.info().deviceLost;
     await held.dispose();
     await e.dispose();
     const e2 = await Engine.load(`/models/${tiny}/`, { backend: "webgpu", ortBase: ORT_BASE });
@@ -363,7 +363,7 @@ test("extract: the hidden state at each criterion's answer position, on a graph 
     const info = e.info();
     await s.dispose();
     await e.dispose();
-    return { lens: hs.map((h) => h.length), finite: hs.every((h) => h.every(Number.isFinite)), differ: hs[0].some((v, i) => v !== hs[1][i]), extraction: info.proof.extraction_max_abs_diff, hidden: info.config.hidden_size, p: d.probs[0].p };
+    return { lens: hs.map((h) => h.length), finite: hs.every((h) => h.every(Number.isFinite)), differ: hs[0].some((v, i) => v !== hs[1][i]), extraction: info.proof.extractionMaxAbsDiff, hidden: info.config.hiddenSize, p: d.probs[0].p };
   });
   assert.deepEqual(r.lens, [r.hidden, r.hidden]);
   assert.ok(r.finite && r.differ);

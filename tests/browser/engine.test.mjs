@@ -50,8 +50,8 @@ test("WASM backend: the tiny model gives the native engine's decisions on the wh
   const states = fixture();
   const r = await scoreStates(`/models/${TINY}/`, "wasm", states);
   assert.equal(r.info.backend, "wasm");
-  assert.match(r.info.backend_reason, /WASM backend was asked for/);
-  assert.equal(r.info.cross_origin_isolated, true);
+  assert.match(r.info.backendReason, /WASM backend was asked for/);
+  assert.equal(r.info.crossOriginIsolated, true);
   assert.equal(r.decisions.length, 89);
   const { worst, changed } = compare(new Map(r.decisions), native);
   console.log(`# WASM: 89 criteria, max |Δp| vs native ${worst.toExponential(2)}, load ${r.loadMs.toFixed(0)} ms, scoring ${r.scoreMs.toFixed(0)} ms`);
@@ -79,7 +79,7 @@ test("cpu backend: our own kernels in wasm give the native engine's decisions on
   const states = fixture();
   const r = await scoreStates(`/models/${TINY}/`, "cpu", states);
   assert.equal(r.info.backend, "cpu");
-  assert.match(r.info.backend_reason, /cpu backend/);
+  assert.match(r.info.backendReason, /cpu backend/);
   assert.match(r.info.runtime, /^readout kernels \(int8 activations, simd128 kernel, 1 thread\)/);
   assert.equal(r.decisions.length, 89);
   // The same arithmetic as natively, but SIMD128's float sums are ordered
@@ -103,10 +103,10 @@ test("WebGPU backend (SwiftShader): the tiny model gives the native engine's dec
   const states = fixture().slice(0, 3);
   const r = await scoreStates(`/models/${TINY}/`, "webgpu", states);
   assert.equal(r.info.backend, "webgpu");
-  assert.match(r.info.backend_reason, /swiftshader/);
+  assert.match(r.info.backendReason, /swiftshader/);
   assert.match(r.info.readout, /WGSL kernel/);
   const { worst, changed } = compare(new Map(r.decisions), native);
-  console.log(`# WebGPU: ${r.decisions.length} criteria, max |Δp| vs native ${worst.toExponential(2)}, run limit ${r.info.run_limit}, bytes read back ${r.info.bytes_read_back}, load ${r.loadMs.toFixed(0)} ms, scoring ${r.scoreMs.toFixed(0)} ms`);
+  console.log(`# WebGPU: ${r.decisions.length} criteria, max |Δp| vs native ${worst.toExponential(2)}, run limit ${r.info.runLimit}, bytes read back ${r.info.bytesReadBack}, load ${r.loadMs.toFixed(0)} ms, scoring ${r.scoreMs.toFixed(0)} ms`);
   assert.deepEqual(changed, []);
   assert.ok(worst <= 1e-3, `max |Δp| ${worst}`);
   assert.equal(r.live, 0);
@@ -159,7 +159,7 @@ test("cloze with content-free calibration: WASM and WebGPU give the native engin
     assert.equal(r.info.backend, backend);
     assert.equal(r.decisions.length, states.reduce((n, s) => n + s.criteria.length, 0));
     for (const [, d] of r.decisions) {
-      assert.deepEqual(d.readout, { mode: "cloze", cloze_score: "sum", calibration: "content-free", prompt });
+      assert.deepEqual(d.readout, { mode: "cloze", clozeScore: "sum", calibration: "content-free", prompt });
     }
     const { worst, changed } = compare(new Map(r.decisions), natives[prompt]);
     console.log(`# cloze ${prompt} ${backend}: ${r.decisions.length} criteria, max |Δp| vs native ${worst.toExponential(2)}, scoring ${r.scoreMs.toFixed(0)} ms`);

@@ -31,6 +31,9 @@ export async function usage(): Promise<number> {
   const one: Decision = await state.score(criterion);
   const all: Decision[] = await state.scoreAll([criterion], opts);
   const p: number = one.probs[0].p + all[0].margin;
+  const mass: number = (one.allowedMass ?? 0) + (all[0].orderUnstable ? 1 : 0);
+  const ran: "sum" | "mean" = one.readout.clozeScore;
+  console.log(ran, info.backendReason, info.modelId);
   try {
     await chat.score(criterion, { mode: "letters", debias: "cyclic" });
   } catch (e) {
@@ -42,7 +45,7 @@ export async function usage(): Promise<number> {
   await chat.dispose();
   await plain.dispose();
   await engine.dispose();
-  return p + info.run_limit + state.tokens + most + l.sweep.suffixLengths.length;
+  return p + mass + info.runLimit + state.tokens + most + l.sweep.suffixLengths.length;
 }
 
 export async function misuse(engine: Engine, state: State): Promise<void> {
@@ -51,6 +54,8 @@ export async function misuse(engine: Engine, state: State): Promise<void> {
   await state.score(c, { mode: "letter" });
   // @ts-expect-error: an unknown option
   await state.score(c, { calibrate: true });
+  // @ts-expect-error: results are camelCase, as options are
+  (await state.score(c)).allowed_mass;
   // @ts-expect-error: evidence is required
   await engine.prefill({ instruction: "x" });
   // @ts-expect-error: prompt is "plain" or "chat"
