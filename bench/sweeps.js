@@ -1,5 +1,5 @@
 // The logit_cost sweep of each variant on this engine, and the same work the transformers.js way.
-import { Engine } from "/pkg-diagnostics/readout.js";
+import { Engine, emptyPast } from "/pkg-diagnostics/readout.js";
 import { ORT_BASE, TJS_ORT_BASE, VARIANTS, log, softmax, sweepLoop, timed } from "./common.js";
 
 export async function sweepEngine(cfg, variant) {
@@ -54,18 +54,18 @@ export async function sweepTransformers(cfg, ids, letterIds) {
     const P = ids.prefix.length;
     // transformers.js sizes an empty past from the graph's input shapes and
     // resolves the builder's symbolic `kv_cache_dim` to 0, which
-    // GroupQueryAttention refuses; so the empty past is built from config.json.
-    const c = model.config;
-    const headDim = c.head_dim ?? c.hidden_size / c.num_attention_heads;
+    // GroupQueryAttention refuses; so the empty past is the engine's own,
+    // derived from config.json by its parser.
+    const shape = emptyPast(JSON.stringify(model.config));
     const empty = {};
     for (const m of model.sessions.model.inputMetadata ?? []) {
-      if (!m.name.startsWith("past_key_values.")) continue;
+      if (!shape.names.includes(m.name)) continue;
       const data = m.type === "float16" ? new Uint16Array(0) : new Float32Array(0);
-      empty[m.name] = new Tensor(m.type, data, [1, c.num_key_value_heads, 0, headDim]);
+      empty[m.name] = new Tensor(m.type, data, shape.dims);
     }
     const [prefillMs, pre] = await timed(() => model.forward({ input_ids: i64(ids.prefix), attention_mask: ones(P), past_key_values: empty }));
     const past = toPast(pre);
-    const out = { id: cfg.model, variant: "transformers.js", device, empty_past: "built from config.json (transformers.js resolves the symbolic kv_cache_dim to 0)", load_ms: loadMs, prefill_ms: prefillMs, samples_ms: {}, median_ms: [], bytes_read_back: [], probs: [] };
+    const out = { id: cfg.model, variant: "transformers.js", device, empty_past: "the engine's, from config.json (transformers.js resolves the symbolic kv_cache_dim to 0)", load_ms: loadMs, prefill_ms: prefillMs, samples_ms: {}, median_ms: [], bytes_read_back: [], probs: [] };
     // Bytes copied out of onnxruntime-web, counted from the tensors each run returns.
     let copied = 0;
     const one = async (suffix) => {

@@ -9,7 +9,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
-import { harness, numberOption, ORT_BASE, ROOT, start } from "../tests/browser/lib.mjs";
+import { harness, numberOption, ORT_BASE, ROOT, start } from "../scripts/browser.mjs";
 
 const args = process.argv.slice(2);
 const opt = (k, d) => numberOption(args, k, d);
@@ -46,7 +46,7 @@ try {
             at += value.length;
           }
         };
-        const config = JSON.parse(new TextDecoder().decode(await get("config.json")));
+        const configText = new TextDecoder().decode(await get("config.json"));
         const t0 = performance.now();
         const s = await ort.InferenceSession.create(await get("model.onnx"), {
           executionProviders: ["wasm"],
@@ -54,8 +54,10 @@ try {
           graphOptimizationLevel: "all",
         });
         const loadMs = performance.now() - t0;
-        const layers = config.num_hidden_layers, kvh = config.num_key_value_heads;
-        const hd = config.head_dim ?? config.hidden_size / config.num_attention_heads;
+        // The empty past as the engine derives it from config.json.
+        const { emptyPast } = await import("/pkg-diagnostics/readout.js");
+        const empty = emptyPast(configText);
+        const layers = empty.names.length / 2;
         const kvType = s.inputMetadata.find((m) => m.name === "past_key_values.0.key").type;
         const emptyKv = () => (kvType === "float16" ? new Uint16Array(0) : new Float32Array(0));
         const ids = (n, off) => new ort.Tensor("int64", BigInt64Array.from({ length: n }, (_, i) => BigInt(300 + ((i + off) * 7919) % 20000)), [1, n]);
@@ -63,7 +65,7 @@ try {
         const feeds = (n, off, past, pastLen) => {
           const f = { input_ids: ids(n, off), attention_mask: mask(pastLen + n) };
           for (let l = 0; l < layers; l++)
-            for (const kv of ["key", "value"]) f[`past_key_values.${l}.${kv}`] = past ? past[`present.${l}.${kv}`] : new ort.Tensor(kvType, emptyKv(), [1, kvh, 0, hd]);
+            for (const kv of ["key", "value"]) f[`past_key_values.${l}.${kv}`] = past ? past[`present.${l}.${kv}`] : new ort.Tensor(kvType, emptyKv(), empty.dims);
           return f;
         };
         const presentNames = [];

@@ -6,7 +6,7 @@
 //   node bench/wasm_profile.mjs <model dir> [--runs 5] [--threads 2]
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { harness, numberOption, ORT_BASE, ROOT, start } from "../tests/browser/lib.mjs";
+import { harness, numberOption, ORT_BASE, ROOT, start } from "../scripts/browser.mjs";
 
 const args = process.argv.slice(2);
 const opt = (k, d) => numberOption(args, k, d);
@@ -20,14 +20,16 @@ await page.evaluate(async ({ dir, threads, ORT_BASE }) => {
   ort.env.wasm.wasmPaths = ORT_BASE;
   ort.env.wasm.numThreads = threads;
   const get = async (f) => new Uint8Array(await (await fetch(`/models/${dir}/${f}`)).arrayBuffer());
-  const config = JSON.parse(new TextDecoder().decode(await get("config.json")));
+  const configText = new TextDecoder().decode(await get("config.json"));
   const s = await ort.InferenceSession.create(await get("model.onnx"), { executionProviders: ["wasm"], externalData: [{ path: "model.onnx.data", data: await get("model.onnx.data") }] });
-  const layers = config.num_hidden_layers, kvh = config.num_key_value_heads;
-  const hd = config.head_dim ?? config.hidden_size / config.num_attention_heads;
+  // The empty past as the engine derives it from config.json.
+  const { emptyPast } = await import("/pkg-diagnostics/readout.js");
+  const empty = emptyPast(configText);
+  const layers = empty.names.length / 2;
   const kvType = s.inputMetadata.find((m) => m.name === "past_key_values.0.key").type;
   const feeds = (n, past, pastLen) => {
     const f = { input_ids: new ort.Tensor("int64", BigInt64Array.from({ length: n }, (_, i) => BigInt(300 + i * 7)), [1, n]), attention_mask: new ort.Tensor("int64", new BigInt64Array(pastLen + n).fill(1n), [1, pastLen + n]) };
-    for (let l = 0; l < layers; l++) for (const kv of ["key", "value"]) f[`past_key_values.${l}.${kv}`] = past ? past[`present.${l}.${kv}`] : new ort.Tensor(kvType, kvType === "float16" ? new Uint16Array(0) : new Float32Array(0), [1, kvh, 0, hd]);
+    for (let l = 0; l < layers; l++) for (const kv of ["key", "value"]) f[`past_key_values.${l}.${kv}`] = past ? past[`present.${l}.${kv}`] : new ort.Tensor(kvType, kvType === "float16" ? new Uint16Array(0) : new Float32Array(0), empty.dims);
     return f;
   };
   const names = [];

@@ -11,9 +11,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use readout::cli::host::{machine, today};
 use readout::core::sweep::{median, sweep_ids};
 use readout::engine::convention::{candidates, derive};
+use readout::host::{machine, today};
 use readout::model_dir::ModelDir;
 use readout::runtime::native::{NativeOptions, NativeRuntime};
 use readout::runtime::Runtime;
@@ -65,7 +65,7 @@ fn main() {
             &NativeOptions {
                 intra_threads: threads,
             },
-            [config.kv_heads, config.head_dim],
+            config.kv_dims(),
         )
         .expect("load");
         let sig = rt.signature().clone();

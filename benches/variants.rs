@@ -11,13 +11,13 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use readout::cli::host::{machine, today};
 use readout::core::fixture::{Criterion, OptionSpec, StateSpec};
 use readout::core::prompt::{render_head, render_suffix};
 use readout::core::sweep::median;
 use readout::core::tokenizer::TextTokenizer;
 use readout::engine::{Engine, ScoreOptions};
 use readout::export::commands::{run, Op};
+use readout::host::{machine, today};
 use readout::model_dir::open_engine;
 use readout::runtime::native::{NativeOptions, NativeRuntime};
 use serde_json::json;

@@ -15,10 +15,7 @@ bash scripts/setup.sh --gemma --disk-gb "$([ -f "$built" ] && echo 1 || echo 18)
 .venv/bin/python scripts/build_models.py smollm2 qwen3-0.6b gemma3
 cargo build --locked --release --bin readout
 readout=target/release/readout
-for base in smollm2-135m-instruct-q4f16 smollm2-135m-instruct-q4 smollm2-135m-instruct-fp32 qwen3-0.6b-shape-q4f16 qwen3-0.6b-shape-q4 qwen3-0.6b-shape-fp32 gemma3-270m-q4f16 gemma3-270m-q4 gemma3-270m-fp32; do
-  [ -f "models/$base-trimmed/model.onnx" ] || "$readout" trim "models/$base" -o "models/$base-trimmed" >/dev/null
-  [ -f "models/$base-trimmed-pruned/model.onnx" ] || "$readout" prune "models/$base-trimmed" --letters ABCDEFGHIJKLMNOPQRST -o "models/$base-trimmed-pruned" >/dev/null
-done
+"$readout" variants models/{smollm2-135m-instruct,qwen3-0.6b-shape,gemma3-270m}-{q4f16,q4,fp32}
 "$readout" catalog --models models -o models.json
 bash scripts/build_pkg.sh
 

@@ -28,10 +28,7 @@ bash scripts/setup.sh --python --disk-gb "$([ -f "$built" ] && echo 1 || echo 4)
 .venv/bin/python scripts/build_models.py smollm2
 cargo build --locked --release --bin readout
 readout=target/release/readout
-for base in smollm2-135m-instruct-q4f16 smollm2-135m-instruct-q4 smollm2-135m-instruct-fp32; do
-  [ -f "models/$base-trimmed/model.onnx" ] || "$readout" trim "models/$base" -o "models/$base-trimmed" >/dev/null
-  [ -f "models/$base-trimmed-pruned/model.onnx" ] || "$readout" prune "models/$base-trimmed" --letters ABCDEFGHIJKLMNOPQRST -o "models/$base-trimmed-pruned" >/dev/null
-done
+"$readout" variants models/smollm2-135m-instruct-{q4f16,q4,fp32}
 # Surgery on the real int4 heads, once per built model set: prune at 2, 3, 4
 # and 20 letters and expose-hidden on SmolLM2 q4 and q4f16, each verified
 # against the stock graph within its kernel-derived bound (the CLI prints the

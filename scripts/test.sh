@@ -35,10 +35,7 @@ readout=target/debug/readout
 tiny=models/qwen3-tiny-random-q4
 # The bench page's tiny run sweeps the fp32 variants (transformers.js cannot
 # run GatherBlockQuantized on its WASM backend).
-for m in "$tiny" models/qwen3-tiny-random-fp32; do
-  [ -f "$m-trimmed/model.onnx" ] || "$readout" trim "$m" -o "$m-trimmed" >/dev/null
-  [ -f "$m-trimmed-pruned/model.onnx" ] || "$readout" prune "$m-trimmed" --letters ABCDEFGHIJKLMNOPQRST -o "$m-trimmed-pruned" >/dev/null
-done
+"$readout" variants "$tiny" models/qwen3-tiny-random-fp32
 "$readout" catalog --models models -o models.json
 # Trimmed, so the proof's many shorter-run trials read one row each.
 .venv/bin/python scripts/broken_model.py "$tiny-trimmed" target/browser/broken-kv

@@ -19,5 +19,9 @@ pub mod export;
 #[cfg(not(target_arch = "wasm32"))]
 #[doc(hidden)]
 pub mod fuzz;
+/// Facts about the machine, for the JSON a benchmark writes (the CLI's
+/// `sweep` and the cargo benches share them).
+#[cfg(not(target_arch = "wasm32"))]
+pub mod host;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod model_dir;

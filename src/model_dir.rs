@@ -142,7 +142,7 @@ impl ModelDir {
     pub async fn engine(&self, opts: &NativeOptions) -> Result<Engine<NativeRuntime>, EngineError> {
         let assets = self.assets()?;
         let config = ModelConfig::parse(&assets.config_json)?;
-        let runtime = NativeRuntime::load(&self.graph, opts, [config.kv_heads, config.head_dim])?;
+        let runtime = NativeRuntime::load(&self.graph, opts, config.kv_dims())?;
         Engine::new(runtime, assets).await
     }
 }
@@ -186,7 +186,7 @@ impl ModelDir {
     pub async fn any_engine(&self, opts: &HostOptions) -> Result<HostEngine, EngineError> {
         let assets = self.assets()?;
         let config = ModelConfig::parse(&assets.config_json)?;
-        let dims = [config.kv_heads, config.head_dim];
+        let dims = config.kv_dims();
         let runtime = match opts.runtime {
             RuntimeKind::Ort => AnyRuntime::Onnx(NativeRuntime::load(
                 &self.graph,
@@ -258,8 +258,8 @@ pub fn checked_dir(catalog_path: &Path, id: &str) -> Result<PathBuf, EngineError
     };
     let text =
         std::fs::read_to_string(catalog_path).map_err(|e| file_err(catalog_path, e.to_string()))?;
-    let cat = Catalog::parse(&text).map_err(|e| file_err(catalog_path, e))?;
-    let e = cat.find(id).map_err(|e| file_err(catalog_path, e))?;
+    let cat = Catalog::parse(&text).map_err(|e| file_err(catalog_path, e.to_string()))?;
+    let e = cat.find(id)?;
     let base = catalog_path.parent().unwrap_or(Path::new("."));
     let mut graph_dir = None;
     for f in &e.files {

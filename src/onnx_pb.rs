@@ -170,11 +170,15 @@ pub fn dtype_size(dt: i32) -> Option<usize> {
     }
 }
 
+/// A tensor whose data type's typed fields [`inline_bytes`] does not read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("data type {0} not readable here")]
+pub struct UnreadableDtype(pub i32);
+
 /// The little-endian bytes of a tensor stored in the model itself
 /// (`raw_data`, or the typed fields), for the surgery and our runtime alike;
-/// `None` when it is external. Err: a data type the typed fields are not
-/// read for.
-pub fn inline_bytes(t: &TensorProto) -> Option<Result<Vec<u8>, String>> {
+/// `None` when it is external.
+pub fn inline_bytes(t: &TensorProto) -> Option<Result<Vec<u8>, UnreadableDtype>> {
     if t.data_location == Some(1) {
         return None;
     }
@@ -201,7 +205,7 @@ pub fn inline_bytes(t: &TensorProto) -> Option<Result<Vec<u8>, String>> {
             .int32_data
             .iter()
             .for_each(|v| out.extend_from_slice(&(*v as u16).to_le_bytes())),
-        dt => return Some(Err(format!("data type {dt} not readable here"))),
+        dt => return Some(Err(UnreadableDtype(dt))),
     }
     Some(Ok(out))
 }

@@ -222,3 +222,47 @@ fn the_core_does_no_io() {
         }
     }
 }
+
+/// Every file directly in `dir` whose name ends in one of `exts`, with its text.
+fn files_in(dir: &str, exts: &[&str]) -> Vec<(PathBuf, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    let mut out: Vec<(PathBuf, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| exts.iter().any(|x| p.to_string_lossy().ends_with(x)))
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).unwrap();
+            (p, text)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn benchmarks_use_the_library_not_the_cli_or_the_tests() {
+    let benches = files_in("benches", &[".rs"]);
+    // The reader must see the benches, or an empty list passes.
+    assert!(benches.iter().any(|(_, t)| t.contains("readout::host")));
+    for (f, text) in &benches {
+        assert!(
+            !text.contains("readout::cli"),
+            "{}: a bench imports the CLI",
+            f.display()
+        );
+    }
+    let pages = files_in("bench", &[".js", ".mjs"]);
+    assert!(pages.iter().any(|(_, t)| t.contains("scripts/browser.mjs")));
+    for (f, text) in &pages {
+        for line in text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("import"))
+        {
+            assert!(
+                !line.contains("tests/"),
+                "{}: a bench script imports the tests: {line}",
+                f.display()
+            );
+        }
+    }
+}

@@ -223,3 +223,46 @@ fn a_run_killed_mid_way_leaves_a_temp_dir_the_next_run_removes() {
         stale
     );
 }
+
+#[test]
+fn variants_makes_both_cuts_keeps_them_and_refuses_a_foreign_directory() {
+    let (base, input) = tree("variants");
+    let [trimmed, pruned] = readout::export::variants::variant_paths(&input).unwrap();
+    let variants = || {
+        readout()
+            .args(["--threads", "2", "variants"])
+            .arg(&input)
+            .output()
+            .unwrap()
+    };
+    let o = variants();
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (dir, command) in [(&trimmed, "readout trim"), (&pruned, "readout prune")] {
+        let marker = std::fs::read_to_string(dir.join(".readout-surgery")).unwrap();
+        assert!(marker.starts_with(command), "{}: {marker}", dir.display());
+    }
+    // Every letter kept: the catalog serves this cut to criteria of up to 20 options.
+    let map = std::fs::read_to_string(pruned.join("slot_map.json")).unwrap();
+    assert!(map.contains("ABCDEFGHIJKLMNOPQRST"), "{map}");
+    assert_eq!(stderr(&o).matches(" written, verified").count(), 2);
+
+    // A second run keeps both, byte for byte.
+    let first = snapshot(&base);
+    let o = variants();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stderr(&o).matches(" kept ").count(), 2, "{}", stderr(&o));
+    assert!(snapshot(&base) == first);
+
+    // A directory the user made at a cut's path is refused and left as it was.
+    std::fs::remove_dir_all(&pruned).unwrap();
+    std::fs::create_dir_all(&pruned).unwrap();
+    std::fs::write(pruned.join("notes.txt"), b"mine\n").unwrap();
+    let before = snapshot(&base);
+    let o = variants();
+    assert!(
+        !o.status.success() && stderr(&o).contains("not written by readout"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(snapshot(&base) == before);
+}

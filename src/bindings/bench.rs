@@ -7,7 +7,7 @@ use js_sys::{Array, Uint32Array};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
-use super::{js_err, to_js};
+use super::interop::{js_err, to_js};
 use crate::core::logits::Logits;
 use crate::core::readout::{read_slots, HeadColumns};
 
@@ -147,4 +147,32 @@ pub(super) async fn fresh_gpu_readout() -> Result<(crate::gpu::GpuReadout, Strin
         .await
         .map_err(js_err)?;
     Ok((gpu, dev.adapter))
+}
+
+#[derive(Serialize)]
+struct EmptyPast {
+    names: Vec<String>,
+    dims: [usize; 4],
+}
+
+/// The zero-length past a first run is fed, as the engine derives it from
+/// config.json's text (its own parser: head dim, kv heads, layers): every
+/// `past_key_values.*` name and the dims `[1, kvHeads, 0, headDim]`. For the
+/// studies that drive onnxruntime-web or transformers.js directly.
+#[wasm_bindgen(
+    js_name = emptyPast,
+    unchecked_return_type = "{ names: string[]; dims: number[] }"
+)]
+pub fn empty_past(config_json: &str) -> Result<JsValue, JsValue> {
+    use crate::runtime::KvPair;
+    let c =
+        crate::core::config::ModelConfig::parse(config_json).map_err(super::interop::core_err)?;
+    let [kv_heads, head_dim] = c.kv_dims();
+    to_js(&EmptyPast {
+        names: (0..c.layers)
+            .map(KvPair::for_layer)
+            .flat_map(|p| [p.past_key, p.past_value])
+            .collect(),
+        dims: [1, kv_heads, 0, head_dim],
+    })
 }

@@ -7,31 +7,41 @@ use sha2::{Digest, Sha256};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
-use crate::runtime::web::ort::{get, message};
+use super::error::{FetchProblem, LoadError};
+use crate::runtime::web::ort::{get, JsFailure};
 
 /// Progress of one file: `(file, loaded, total)`; total is 0 when unknown.
 pub type Progress<'a> = &'a dyn Fn(&str, f64, f64);
 
-fn call(obj: &JsValue, method: &str, args: &[JsValue]) -> Result<JsValue, String> {
+fn call(obj: &JsValue, method: &str, args: &[JsValue]) -> Result<JsValue, JsFailure> {
     let f: Function = get(obj, method)
         .dyn_into()
-        .map_err(|_| format!("{method} is not a function"))?;
+        .map_err(|_| JsFailure(format!("{method} is not a function")))?;
     let arr: js_sys::Array = args.iter().collect();
-    f.apply(obj, &arr).map_err(|e| message(&e))
+    f.apply(obj, &arr).map_err(|e| JsFailure::from_js(&e))
 }
 
-async fn await_js(v: JsValue) -> Result<JsValue, String> {
+/// `call`, for the page's own functions a load cannot do without.
+fn call_page(obj: &JsValue, method: &str, args: &[JsValue]) -> Result<JsValue, LoadError> {
+    call(obj, method, args).map_err(|failure| LoadError::Browser {
+        what: method.to_string(),
+        failure,
+    })
+}
+
+async fn await_js(v: JsValue) -> Result<JsValue, JsFailure> {
     JsFuture::from(Promise::resolve(&v))
         .await
-        .map_err(|e| message(&e))
+        .map_err(|e| JsFailure::from_js(&e))
 }
 
 /// A resolved absolute URL (`base` is a URL or empty for the page's).
-pub fn resolve(url: &str, base: &str) -> Result<String, String> {
+pub fn resolve(url: &str, base: &str) -> Result<String, LoadError> {
     let ctor = get(&js_sys::global(), "URL");
-    let ctor: Function = ctor
-        .dyn_into()
-        .map_err(|_| "URL is not available".to_string())?;
+    let ctor: Function = ctor.dyn_into().map_err(|_| LoadError::Browser {
+        what: "URL".into(),
+        failure: JsFailure("not available".into()),
+    })?;
     let args: js_sys::Array = if base.is_empty() {
         let loc = get(&js_sys::global(), "location");
         [JsValue::from_str(url), get(&loc, "href")].iter().collect()
@@ -40,11 +50,14 @@ pub fn resolve(url: &str, base: &str) -> Result<String, String> {
             .iter()
             .collect()
     };
-    let u =
-        Reflect::construct(&ctor, &args).map_err(|e| format!("URL {url:?}: {}", message(&e)))?;
-    get(&u, "href")
-        .as_string()
-        .ok_or_else(|| format!("URL {url:?} has no href"))
+    let u = Reflect::construct(&ctor, &args).map_err(|e| LoadError::Url {
+        url: url.to_string(),
+        failure: JsFailure::from_js(&e),
+    })?;
+    get(&u, "href").as_string().ok_or_else(|| LoadError::Url {
+        url: url.to_string(),
+        failure: JsFailure("no href".into()),
+    })
 }
 
 pub struct Fetched {
@@ -59,18 +72,25 @@ pub async fn fetch(
     expect_bytes: Option<u64>,
     optional: bool,
     progress: Progress<'_>,
-) -> Result<Option<Fetched>, String> {
-    let resp = await_js(call(&js_sys::global(), "fetch", &[JsValue::from_str(url)])?)
-        .await
-        .map_err(|m| format!("{label} ({url}): fetch failed: {m}"))?;
+) -> Result<Option<Fetched>, LoadError> {
+    let refuse = |problem: FetchProblem| LoadError::Fetch {
+        file: label.to_string(),
+        url: url.to_string(),
+        problem,
+    };
+    let resp = await_js(call_page(
+        &js_sys::global(),
+        "fetch",
+        &[JsValue::from_str(url)],
+    )?)
+    .await
+    .map_err(|m| refuse(FetchProblem::Failed(m)))?;
     let status = get(&resp, "status").as_f64().unwrap_or(0.0) as u32;
     if status == 404 && optional {
         return Ok(None);
     }
     if !get(&resp, "ok").is_truthy() {
-        return Err(format!(
-            "{label} ({url}): HTTP {status}: missing or not served"
-        ));
+        return Err(refuse(FetchProblem::Http(status)));
     }
     let header = call(
         &get(&resp, "headers"),
@@ -81,21 +101,21 @@ pub async fn fetch(
     .and_then(|v| v.as_string())
     .and_then(|s| s.parse::<f64>().ok());
     let total = expect_bytes.map(|b| b as f64).or(header).unwrap_or(0.0);
-    let reader = call(&get(&resp, "body"), "getReader", &[])?;
+    let reader = call_page(&get(&resp, "body"), "getReader", &[])?;
     let mut chunks: Vec<Uint8Array> = Vec::new();
     let mut hasher = Sha256::new();
     let mut loaded = 0f64;
     progress(label, 0.0, total);
     loop {
-        let r = await_js(call(&reader, "read", &[])?)
+        let r = await_js(call_page(&reader, "read", &[])?)
             .await
-            .map_err(|m| format!("{label} ({url}): download interrupted: {m}"))?;
+            .map_err(|m| refuse(FetchProblem::Interrupted(m)))?;
         if get(&r, "done").is_truthy() {
             break;
         }
         let chunk: Uint8Array = get(&r, "value")
             .dyn_into()
-            .map_err(|_| format!("{label}: a chunk is not bytes"))?;
+            .map_err(|_| refuse(FetchProblem::NotBytes))?;
         hasher.update(chunk.to_vec());
         loaded += chunk.length() as f64;
         chunks.push(chunk);
@@ -103,7 +123,10 @@ pub async fn fetch(
     }
     if let Some(want) = expect_bytes {
         if loaded as u64 != want {
-            return Err(format!("{label} ({url}): {loaded} bytes arrived; models.json says {want} (truncated or replaced)"));
+            return Err(refuse(FetchProblem::Size {
+                got: loaded as u64,
+                want,
+            }));
         }
     }
     let out = Uint8Array::new_with_length(loaded as u32);
@@ -121,11 +144,18 @@ pub async fn fetch(
 }
 
 /// Fetches a small text file.
-pub async fn fetch_text(url: &str, label: &str, optional: bool) -> Result<Option<String>, String> {
+pub async fn fetch_text(
+    url: &str,
+    label: &str,
+    optional: bool,
+) -> Result<Option<String>, LoadError> {
     let Some(f) = fetch(url, label, None, optional, &|_, _, _| {}).await? else {
         return Ok(None);
     };
     String::from_utf8(f.bytes.to_vec())
         .map(Some)
-        .map_err(|e| format!("{label} ({url}): not UTF-8 ({e})"))
+        .map_err(|e| LoadError::NotUtf8 {
+            file: format!("{label} ({url})"),
+            message: e.to_string(),
+        })
 }

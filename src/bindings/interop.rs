@@ -23,12 +23,23 @@ pub(super) fn coded_err(msg: impl std::fmt::Display, info: crate::core::ErrorInf
     e.into()
 }
 
+/// A refusal of the caller's input that no lower layer made: `code` and
+/// the `field` it concerns, as `coded_err` carries them.
+pub(super) fn refuse(msg: impl std::fmt::Display, code: &'static str, field: &str) -> JsValue {
+    coded_err(msg, crate::core::ErrorInfo::new(code).field(field))
+}
+
 pub(super) fn engine_err(e: crate::engine::EngineError) -> JsValue {
     let info = e.info();
     coded_err(e, info)
 }
 
 pub(super) fn core_err(e: crate::core::CoreError) -> JsValue {
+    let info = e.info();
+    coded_err(e, info)
+}
+
+pub(super) fn load_err(e: super::error::LoadError) -> JsValue {
     let info = e.info();
     coded_err(e, info)
 }
@@ -81,7 +92,8 @@ pub(super) fn from_js<T: serde::de::DeserializeOwned>(
     v: JsValue,
     what: &str,
 ) -> Result<T, JsValue> {
-    serde_wasm_bindgen::from_value(v).map_err(|e| js_err(format!("{what}: {e}")))
+    serde_wasm_bindgen::from_value(v)
+        .map_err(|e| refuse(format!("{what}: {e}"), "invalid_input", what))
 }
 
 /// A state, criterion or criteria from JS with every field name checked
@@ -104,7 +116,7 @@ pub(super) fn fixture_from_js<T: serde::de::DeserializeOwned>(
         _ => check_criterion(&value, what),
     }
     .map_err(core_err)?;
-    serde_json::from_value(value).map_err(|e| js_err(format!("{what}: {e}")))
+    serde_json::from_value(value).map_err(|e| refuse(format!("{what}: {e}"), "invalid_input", what))
 }
 
 /// A field set to `undefined` or `null` in JS counts as absent, as it did

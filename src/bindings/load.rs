@@ -9,9 +9,11 @@ use std::rc::Rc;
 use serde::Serialize;
 use wasm_bindgen::JsValue;
 
-use super::fetch::{fetch, fetch_text, resolve, Progress};
+use super::error::LoadError;
+use super::fetch::{fetch_text, resolve, Progress};
+use super::files::{dir_files, entry_files, Files};
 use crate::core::backend::{choose, Choice, Chosen, Gpu, Model, Requested};
-use crate::core::catalog::{Catalog, Entry};
+use crate::core::catalog::Catalog;
 use crate::core::config::ModelConfig;
 use crate::engine::{Engine, ModelAssets};
 use crate::gpu::web::{request_shared_device, SharedDevice};
@@ -59,141 +61,6 @@ pub struct LoadedFile {
     pub bytes: u64,
     /// Checked against models.json (directory loads have nothing to check against).
     pub sha256_checked: bool,
-}
-
-struct Files {
-    graph: js_sys::Uint8Array,
-    external: Vec<(String, js_sys::Uint8Array)>,
-    config: String,
-    tokenizer: Vec<u8>,
-    slot_map: Option<String>,
-    head_rows: Option<String>,
-    chat_template: Option<String>,
-    tokenizer_config: Option<String>,
-    /// The entry's default readout (models.json), when it names one.
-    readout: Option<crate::core::mode::ReadoutChoice>,
-    listed: Vec<LoadedFile>,
-}
-
-impl Files {
-    /// Nothing fetched yet; each loader fills what it finds.
-    fn empty() -> Self {
-        Files {
-            graph: js_sys::Uint8Array::new_with_length(0),
-            external: vec![],
-            config: String::new(),
-            tokenizer: vec![],
-            slot_map: None,
-            head_rows: None,
-            chat_template: None,
-            tokenizer_config: None,
-            readout: None,
-            listed: vec![],
-        }
-    }
-}
-
-fn utf8(b: &js_sys::Uint8Array, what: &str) -> Result<String, String> {
-    String::from_utf8(b.to_vec()).map_err(|e| format!("{what}: not UTF-8 ({e})"))
-}
-
-fn file_name(url: &str) -> String {
-    url.rsplit('/')
-        .next()
-        .unwrap_or(url)
-        .split(['?', '#'])
-        .next()
-        .unwrap_or(url)
-        .to_string()
-}
-
-async fn entry_files(
-    entry: &Entry,
-    catalog_url: &str,
-    progress: Progress<'_>,
-) -> Result<Files, String> {
-    let mut f = Files::empty();
-    if entry.file("graph").is_none() {
-        return Err(format!(
-            "models.json entry {}: no graph file listed",
-            entry.id
-        ));
-    }
-    for file in &entry.files {
-        let url = resolve(&file.url, catalog_url)?;
-        let got = fetch(&url, &file.role, Some(file.bytes), false, progress)
-            .await?
-            .ok_or_else(|| format!("{} ({url}): missing", file.role))?;
-        if got.sha256 != file.sha256 {
-            return Err(format!(
-                "{} ({url}): sha256 {} differs from models.json's {}",
-                file.role, got.sha256, file.sha256
-            ));
-        }
-        f.listed.push(LoadedFile {
-            role: file.role.clone(),
-            url: url.clone(),
-            bytes: file.bytes,
-            sha256_checked: true,
-        });
-        match file.role.as_str() {
-            "graph" => f.graph = got.bytes,
-            "external_data" => f.external.push((file_name(&file.url), got.bytes)),
-            "config" => f.config = utf8(&got.bytes, "config.json")?,
-            "tokenizer" => f.tokenizer = got.bytes.to_vec(),
-            "slot_map" => f.slot_map = Some(utf8(&got.bytes, "slot_map.json")?),
-            "head_rows" => f.head_rows = Some(utf8(&got.bytes, "head_rows.json")?),
-            "chat_template" => f.chat_template = Some(utf8(&got.bytes, "chat_template.jinja")?),
-            "tokenizer_config" => {
-                f.tokenizer_config = Some(utf8(&got.bytes, "tokenizer_config.json")?)
-            }
-            _ => {}
-        }
-    }
-    if f.config.is_empty() || f.tokenizer.is_empty() {
-        return Err(format!(
-            "models.json entry {}: config and tokenizer files are required",
-            entry.id
-        ));
-    }
-    Ok(f)
-}
-
-async fn dir_files(base: &str, progress: Progress<'_>) -> Result<Files, String> {
-    let mut f = Files::empty();
-    let names = [
-        ("graph", "model.onnx", false),
-        ("external_data", "model.onnx.data", true),
-        ("config", "config.json", false),
-        ("tokenizer", "tokenizer.json", false),
-        ("slot_map", "slot_map.json", true),
-        ("head_rows", "head_rows.json", true),
-        ("chat_template", "chat_template.jinja", true),
-        ("tokenizer_config", "tokenizer_config.json", true),
-    ];
-    for (role, name, optional) in names {
-        let url = resolve(name, base)?;
-        let Some(got) = fetch(&url, role, None, optional, progress).await? else {
-            continue;
-        };
-        f.listed.push(LoadedFile {
-            role: role.into(),
-            url,
-            bytes: got.bytes.length() as u64,
-            sha256_checked: false,
-        });
-        match role {
-            "graph" => f.graph = got.bytes,
-            "external_data" => f.external.push((name.to_string(), got.bytes)),
-            "config" => f.config = utf8(&got.bytes, "config.json")?,
-            "tokenizer" => f.tokenizer = got.bytes.to_vec(),
-            "slot_map" => f.slot_map = Some(utf8(&got.bytes, name)?),
-            "head_rows" => f.head_rows = Some(utf8(&got.bytes, name)?),
-            "chat_template" => f.chat_template = Some(utf8(&got.bytes, name)?),
-            _ => f.tokenizer_config = Some(utf8(&got.bytes, name)?),
-        }
-    }
-    Ok(f)
 }
 
 fn configure_ort(ort: &Ort, opts: &LoadOptions) {
@@ -247,7 +114,7 @@ pub async fn load(
     opts: LoadOptions,
     progress: Progress<'_>,
     now: &dyn Fn() -> f64,
-) -> Result<Loaded, String> {
+) -> Result<Loaded, LoadError> {
     let t0 = now();
     let (gpu, device) = probe_gpu(opts.backend).await;
     let (choice, files): (Choice, Files) = match source.split_once('#') {
@@ -293,7 +160,7 @@ pub async fn load(
             (choice, dir_files(&base, progress).await?)
         }
     };
-    let config = ModelConfig::parse(&files.config).map_err(|e| e.to_string())?;
+    let config = ModelConfig::parse(&files.config)?;
     let live = Rc::new(Cell::new(0));
     let (runtime, readout, threads) = match choice.backend {
         Chosen::Cpu => {
@@ -319,10 +186,9 @@ pub async fn load(
                     precision: crate::kernels::Precision::Int8,
                     pack: opts.pack_branches.unwrap_or(true),
                 },
-                [config.kv_heads, config.head_dim],
+                config.kv_dims(),
                 &choice.model,
-            )
-            .map_err(|e| e.to_string())?;
+            )?;
             let threads = rt.info().threads as f64;
             (
                 AnyRuntime::Own(Box::new(rt)),
@@ -339,7 +205,7 @@ pub async fn load(
             let model = WebModel {
                 graph: files.graph.clone(),
                 external: files.external.clone(),
-                kv_dims: [config.kv_heads, config.head_dim],
+                kv_dims: config.kv_dims(),
             };
             let device = if backend == Backend::WebGpu && !opts.ort_device {
                 device
@@ -351,7 +217,8 @@ pub async fn load(
             } else {
                 "wasm"
             })
-            .await?;
+            .await
+            .map_err(LoadError::OnnxRuntimeWeb)?;
             configure_ort(&ort, &opts);
             let runtime = WebRuntime::load(
                 model,
@@ -363,8 +230,7 @@ pub async fn load(
                 },
                 live.clone(),
             )
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
             let readout = runtime.readout_path();
             let threads = ort::get(&ort::get(&ort.env(), "wasm"), "numThreads").as_f64();
             (AnyRuntime::Onnx(runtime), readout, threads)
@@ -379,13 +245,14 @@ pub async fn load(
         chat_template: files.chat_template.clone(),
         tokenizer_config_json: files.tokenizer_config.clone(),
     };
-    let mut engine = Engine::new(runtime, assets)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut engine = Engine::new(runtime, assets).await?;
     if let Some(d) = files.readout {
         engine
             .set_readout_defaults(d)
-            .map_err(|e| format!("models.json entry {}: readout: {e}", choice.model))?;
+            .map_err(|source| LoadError::EntryReadout {
+                id: choice.model.clone(),
+                source,
+            })?;
     }
     let global = js_sys::global();
     let report = LoadReport {

@@ -11,7 +11,9 @@
 mod bench;
 #[cfg(feature = "diagnostics")]
 mod diagnostics;
+mod error;
 mod fetch;
+mod files;
 mod interop;
 mod limits;
 mod load;
@@ -27,7 +29,7 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-use self::interop::{core_err, engine_err, fixture_from_js, js_err, to_js};
+use self::interop::{core_err, engine_err, fixture_from_js, load_err, refuse, to_js};
 use self::load::{LoadOptions, LoadReport};
 use self::options::{load_options, prefill_options, JsScoreOptions};
 use crate::core::backend::Requested;
@@ -62,9 +64,13 @@ impl Shared {
         f: impl AsyncFnOnce(&mut WebEngine) -> Result<T, crate::engine::EngineError>,
     ) -> Result<T, JsValue> {
         let mut guard = self.engine.lock().await;
-        let engine = guard
-            .as_mut()
-            .ok_or_else(|| js_err("engine: disposed (load a new one)"))?;
+        let engine = guard.as_mut().ok_or_else(|| {
+            refuse(
+                "engine: disposed (load a new one)",
+                "engine_disposed",
+                "engine",
+            )
+        })?;
         let r = f(engine).await.map_err(engine_err);
         self.read_back.set(engine.bytes_read_back());
         r
@@ -96,7 +102,11 @@ impl Engine {
         #[wasm_bindgen(unchecked_optional_param_type = "LoadOptions")] options: JsValue,
     ) -> Result<Engine, JsValue> {
         let source = source.as_string().ok_or_else(|| {
-            js_err("source: must be a string (\"models.json#id\" or a model directory URL)")
+            refuse(
+                "source: must be a string (\"models.json#id\" or a model directory URL)",
+                "invalid_input",
+                "source",
+            )
         })?;
         let (opts, progress) = load_options(&options)?;
         let report = |file: &str, loaded: f64, total: f64| {
@@ -110,7 +120,7 @@ impl Engine {
         };
         let loaded = load::load(&source, opts, &report, &now)
             .await
-            .map_err(js_err)?;
+            .map_err(load_err)?;
         let info = loaded.engine.info();
         let lost = loaded.engine.runtime().onnx().and_then(|r| r.lost_flag());
         // What the load-time proofs read back counts from the start, so a

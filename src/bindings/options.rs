@@ -1,7 +1,7 @@
 //! The options objects of `Engine.load`, `prefill` and `score`, read
 //! field by field so that a misspelt or mistyped field is refused by name.
 
-use super::interop::coded_err;
+use super::interop::{coded_err, refuse};
 use super::*;
 
 pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue> {
@@ -21,38 +21,52 @@ pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>
     options_object(v, "options", "{ backend: \"wasm\" }")?;
     let backend = match get(v, "backend").as_string() {
         None => Requested::Auto,
-        Some(s) => Requested::parse(&s).map_err(js_err)?,
+        Some(s) => Requested::parse(&s).map_err(core_err)?,
     };
     let threads = match get(v, "threads").as_f64() {
         None => None,
         Some(n) if (1.0..=64.0).contains(&n) && n.fract() == 0.0 => Some(n as u32),
         Some(n) => {
-            return Err(js_err(format!(
-                "threads: {n} is not a whole number from 1 to 64"
-            )))
+            return Err(coded_err(
+                format!("threads: {n} is not a whole number from 1 to 64"),
+                crate::core::ErrorInfo::new("invalid_option")
+                    .field("threads")
+                    .limit(64),
+            ))
         }
     };
     let progress = match get(v, "onProgress") {
         p if p.is_undefined() || p.is_null() => None,
-        p => Some(
-            p.dyn_into::<Function>()
-                .map_err(|_| js_err("onProgress: must be a function"))?,
-        ),
+        p => Some(p.dyn_into::<Function>().map_err(|_| {
+            refuse(
+                "onProgress: must be a function",
+                "invalid_option",
+                "onProgress",
+            )
+        })?),
     };
     let ort_device = match get(v, "device").as_string().as_deref() {
         None | Some("shared") => false,
         Some("onnxruntime") => true,
         Some(other) => {
-            return Err(js_err(format!(
-                "device: {other:?} is not \"shared\" or \"onnxruntime\""
-            )))
+            return Err(refuse(
+                format!("device: {other:?} is not \"shared\" or \"onnxruntime\""),
+                "invalid_option",
+                "device",
+            ))
         }
     };
     let pack = get(v, "packBranches");
     let pack_branches = match pack.as_bool() {
         Some(b) => Some(b),
         None if pack.is_undefined() || pack.is_null() => None,
-        None => return Err(js_err("packBranches: must be true or false")),
+        None => {
+            return Err(refuse(
+                "packBranches: must be true or false",
+                "invalid_option",
+                "packBranches",
+            ))
+        }
     };
     Ok((
         LoadOptions {
@@ -118,7 +132,8 @@ pub(super) fn known_keys(
     argument: &str,
     known: &'static [&'static str],
 ) -> Result<(), JsValue> {
-    let value: serde_json::Value = serde_wasm_bindgen::from_value(v.clone()).map_err(js_err)?;
+    let value: serde_json::Value = serde_wasm_bindgen::from_value(v.clone())
+        .map_err(|e| refuse(format!("{argument}: {e}"), "invalid_option", argument))?;
     crate::core::fixture::check_object(&value, argument, known).map_err(core_err)
 }
 

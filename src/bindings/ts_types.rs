@@ -66,6 +66,8 @@ export interface EngineInfo {
   readout: string; runLimit: number; bytesReadBack: number; liveGpuTensors: number;
   /** Set once the WebGPU device was lost: every later run is refused; load the engine again. */
   deviceLost?: string | null;
+  /** Where `prompt: "chat"` comes from, or the refusal such a call gets. */
+  chatTemplate: { status: "available"; source: string } | { status: "unavailable"; code: string; reason: string };
   [key: string]: unknown;
 }
 "#;

@@ -1,7 +1,6 @@
 //! The native `readout` command line.
 
 mod evaluate;
-pub mod host;
 mod readout_args;
 mod score;
 mod surgery;
@@ -179,6 +178,13 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// The cuts the catalog serves beside each model: MODEL-trimmed and
+    /// MODEL-trimmed-pruned (all 20 letters), each verified as trim and prune
+    /// verify; a cut readout already wrote is kept, anything else there is refused.
+    Variants {
+        #[arg(required = true)]
+        models: Vec<PathBuf>,
+    },
     /// The logit_cost sweep on native ONNX Runtime: one fixed prefix, then suffixes of each
     /// length (spec §11).
     Sweep {
@@ -277,6 +283,7 @@ pub fn main() -> std::process::ExitCode {
             out,
             decisions,
         } => surgery::catalog(&models, &out, &decisions),
+        Command::Variants { models } => surgery::variants(&models),
         Command::Sweep {
             model,
             prefix,

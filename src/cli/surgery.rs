@@ -1,4 +1,4 @@
-//! `readout inspect|trim|prune|expose-hidden|catalog`.
+//! `readout inspect|trim|prune|expose-hidden|variants|catalog`.
 
 use std::path::Path;
 
@@ -44,6 +44,29 @@ pub fn apply(model: &Path, out: &Path, op: Op, force: bool) -> Result<(), CliErr
         eprintln!("readout: prune removed {rm} bytes of tables and added {add} bytes of head");
     }
     println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+    Ok(())
+}
+
+pub fn variants(models: &[std::path::PathBuf]) -> Result<(), CliError> {
+    use crate::export::variants::{make_variants, Outcome};
+    for m in models {
+        eprintln!(
+            "readout: cuts of {} (trim, then prune; each verified before it is written)",
+            m.display()
+        );
+        make_variants(m, |out, outcome| match outcome {
+            Outcome::Kept => eprintln!(
+                "readout:   {} kept (readout wrote it earlier)",
+                out.display()
+            ),
+            Outcome::Written(r) => eprintln!(
+                "readout:   {} written, verified: max |Δ| {:e} (allowed {:e})",
+                out.display(),
+                r.verification.max_abs_diff,
+                r.verification.allowed_abs_diff
+            ),
+        })?;
+    }
     Ok(())
 }
 

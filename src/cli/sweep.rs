@@ -8,9 +8,9 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
-use super::host::{machine, today};
 use super::CliError;
 use crate::core::sweep::{fit, median, sweep_ids};
+use crate::host::{machine, today};
 use crate::model_dir::HostOptions;
 use crate::model_dir::{open_host_engine, resolve};
 

@@ -5,6 +5,8 @@
 
 use serde::Serialize;
 
+use super::CoreError;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Requested {
@@ -16,15 +18,17 @@ pub enum Requested {
 }
 
 impl Requested {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, CoreError> {
         match s {
             "auto" => Ok(Self::Auto),
             "webgpu" => Ok(Self::WebGpu),
             "wasm" => Ok(Self::Wasm),
             "cpu" => Ok(Self::Cpu),
-            other => Err(format!(
-                "backend: {other:?} is not one of \"auto\", \"webgpu\", \"wasm\", \"cpu\""
-            )),
+            other => Err(CoreError::InvalidOption {
+                field: "backend",
+                value: other.to_string(),
+                allowed: "\"auto\", \"webgpu\", \"wasm\", \"cpu\"",
+            }),
         }
     }
 }
@@ -61,7 +65,7 @@ pub struct Choice {
     pub reason: String,
 }
 
-pub fn choose(requested: Requested, gpu: &Gpu, model: &Model<'_>) -> Result<Choice, String> {
+pub fn choose(requested: Requested, gpu: &Gpu, model: &Model<'_>) -> Result<Choice, CoreError> {
     let wasm = |why: String| Choice {
         backend: Chosen::Wasm,
         model: model.wasm_variant.unwrap_or(model.id).to_string(),
@@ -87,7 +91,10 @@ pub fn choose(requested: Requested, gpu: &Gpu, model: &Model<'_>) -> Result<Choi
                     .into(),
         }),
         (Requested::Wasm, _) => Ok(wasm("the WASM backend was asked for".into())),
-        (Requested::WebGpu, Some(p)) => Err(format!("backend \"webgpu\" was asked for but {p}")),
+        (Requested::WebGpu, Some(p)) => Err(CoreError::BackendUnavailable {
+            backend: "webgpu",
+            reason: p,
+        }),
         (Requested::Auto, Some(p)) => Ok(wasm(format!("{p}; falling back to the WASM backend"))),
         (_, None) => {
             let Gpu::Available { adapter, f16 } = gpu else {
@@ -166,10 +173,14 @@ mod tests {
     #[test]
     fn explicit_requests() {
         let e = choose(Requested::WebGpu, &gpu(false), &Q4F16).unwrap_err();
-        assert!(e.contains("shader-f16"), "{e}");
+        assert!(e.to_string().contains("shader-f16"), "{e}");
+        assert_eq!(e.info().code, "backend_unavailable");
         let c = choose(Requested::Wasm, &gpu(true), &Q4F16).unwrap();
         assert_eq!((c.backend, c.model.as_str()), (Chosen::Wasm, "m-fp32"));
-        assert!(Requested::parse("cuda").unwrap_err().contains("backend"));
+        let e = Requested::parse("cuda").unwrap_err();
+        assert_eq!(e.info().code, "invalid_option");
+        assert_eq!(e.info().field.as_deref(), Some("backend"));
+        assert!(e.to_string().contains("\"cuda\""), "{e}");
         // Our own runtime reads the entry's own int4 file, never the float32 variant.
         let c = choose(Requested::parse("cpu").unwrap(), &gpu(false), &Q4F16).unwrap();
         assert_eq!((c.backend, c.model.as_str()), (Chosen::Cpu, "m-q4f16"));

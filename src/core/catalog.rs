@@ -1,6 +1,7 @@
 //! `models.json` (spec §4) as data: parsed by the native loader and the
 //! browser loader alike; built by `readout catalog` (src/export/catalog.rs).
 
+use super::CoreError;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,21 +66,18 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    pub fn parse(json: &str) -> Result<Self, String> {
-        serde_json::from_str(json).map_err(|e| format!("models.json: {e}"))
+    pub fn parse(json: &str) -> Result<Self, CoreError> {
+        serde_json::from_str(json).map_err(|e| CoreError::Catalog(e.to_string()))
     }
 
-    pub fn find(&self, id: &str) -> Result<&Entry, String> {
-        self.models.iter().find(|m| m.id == id).ok_or_else(|| {
-            format!(
-                "models.json has no model {id:?} (it lists {})",
-                self.models
-                    .iter()
-                    .map(|m| m.id.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
+    pub fn find(&self, id: &str) -> Result<&Entry, CoreError> {
+        self.models
+            .iter()
+            .find(|m| m.id == id)
+            .ok_or_else(|| CoreError::UnknownModel {
+                id: id.to_string(),
+                known: self.models.iter().map(|m| m.id.clone()).collect(),
+            })
     }
 
     /// Links each entry to its WASM variant: the entry with the same base,

@@ -60,6 +60,12 @@ impl ModelConfig {
             tied: raw.tie_word_embeddings.unwrap_or(true),
         })
     }
+
+    /// (kv heads, head dim): the past's per-layer dims a runtime resolves
+    /// the graph's symbolic ones to.
+    pub fn kv_dims(&self) -> [usize; 2] {
+        [self.kv_heads, self.head_dim]
+    }
 }
 
 #[cfg(test)]

@@ -79,6 +79,21 @@ pub enum CoreError {
     NoChatTemplate { model: String },
     #[error("metrics: {0}")]
     Metrics(String),
+    #[error("models.json: {0}")]
+    Catalog(String),
+    #[error("models.json has no model {id:?} (it lists {})", known.join(", "))]
+    UnknownModel { id: String, known: Vec<String> },
+    #[error("{field}: {value:?} is not one of {allowed}")]
+    InvalidOption {
+        field: &'static str,
+        value: String,
+        allowed: &'static str,
+    },
+    #[error("backend {backend:?} was asked for but {reason}")]
+    BackendUnavailable {
+        backend: &'static str,
+        reason: String,
+    },
 }
 
 /// What a caller (or JS) can branch on without parsing the message.
@@ -148,6 +163,10 @@ impl CoreError {
             TemplateSplit { .. } => i("template_split").field("prompt"),
             NoChatTemplate { .. } => i("no_chat_template").field("prompt"),
             Metrics(_) => i("metrics"),
+            Catalog(_) => i("catalog").field("models.json"),
+            UnknownModel { .. } => i("unknown_model").field("source"),
+            InvalidOption { field, .. } => i("invalid_option").field(*field),
+            BackendUnavailable { .. } => i("backend_unavailable").field("backend"),
         }
     }
 }

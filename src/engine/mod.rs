@@ -9,6 +9,8 @@ mod error;
 pub mod head;
 mod letters;
 pub mod proof;
+mod score;
+mod states;
 
 use std::collections::BTreeMap;
 
@@ -94,7 +96,16 @@ pub struct EngineInfo {
     /// What a call that does not choose gets.
     pub readout_defaults: ReadoutChoice,
     /// Where `prompt: "chat"` comes from, or why it cannot be served.
-    pub chat_template: Result<String, String>,
+    pub chat_template: ChatTemplateInfo,
+}
+
+/// `info()`'s account of the chat template: its source, or why there is none
+/// (the refusal a `prompt: "chat"` call would get).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum ChatTemplateInfo {
+    Available { source: String },
+    Unavailable { code: &'static str, reason: String },
 }
 
 pub struct Engine<R: Runtime> {
@@ -177,11 +188,15 @@ impl<R: Runtime> Engine<R> {
             letters: self.plan.clone(),
             proof: self.proof.clone(),
             readout_defaults: self.defaults,
-            chat_template: self
-                .chat
-                .as_ref()
-                .map(|t| t.name().to_string())
-                .map_err(|e| e.to_string()),
+            chat_template: match &self.chat {
+                Ok(t) => ChatTemplateInfo::Available {
+                    source: t.name().to_string(),
+                },
+                Err(e) => ChatTemplateInfo::Unavailable {
+                    code: e.info().code,
+                    reason: e.to_string(),
+                },
+            },
         }
     }
 
@@ -237,402 +252,5 @@ impl<R: Runtime> Engine<R> {
 
     pub fn live_states(&self) -> usize {
         self.states.len()
-    }
-
-    fn check_context(&self, field: &'static str, tokens: usize) -> Result<(), EngineError> {
-        let limit = self.config.max_positions;
-        if tokens > limit {
-            return Err(CoreError::ContextOverflow {
-                field,
-                tokens,
-                limit,
-            }
-            .into());
-        }
-        Ok(())
-    }
-
-    /// Runs the head once, in the plain prompt for letters, and keeps its KV.
-    pub async fn prefill(&mut self, state: &StateSpec) -> Result<StateId, EngineError> {
-        self.prefill_with(state, HeadStyle::default()).await
-    }
-
-    /// Runs the head once in `style` and keeps its KV; every criterion
-    /// scored against the state is rendered the same way. A state without an
-    /// instruction gets the default of `style.mode`; it can still be scored
-    /// in the other mode.
-    pub async fn prefill_with(
-        &mut self,
-        state: &StateSpec,
-        style: HeadStyle,
-    ) -> Result<StateId, EngineError> {
-        // The instruction alone would still tokenise to something: check the
-        // evidence itself, or an empty state is scored as if it said nothing.
-        if state.evidence.trim().is_empty() {
-            return Err(CoreError::EmptyEvidence {
-                state: state.id.clone(),
-            }
-            .into());
-        }
-        let prompt = style.prompt;
-        let instruction = state
-            .instruction
-            .clone()
-            .unwrap_or_else(|| default_instruction(style.mode).to_string());
-        let head = HeadText {
-            body: render_head(Some(&instruction), &state.evidence),
-            instruction,
-            prompt,
-        };
-        let head_ids = self
-            .tokenizer
-            .encode(&self.head_text(&head.body, prompt)?)?;
-        if head_ids.is_empty() {
-            return Err(CoreError::EmptyField {
-                criterion: state.id.clone(),
-                field: "evidence",
-            }
-            .into());
-        }
-        self.keep_head("evidence", head_ids, head).await
-    }
-
-    /// Runs `head_ids` from an empty past in proven-length chunks and keeps the KV as a new state.
-    async fn keep_head(
-        &mut self,
-        field: &'static str,
-        head_ids: Vec<u32>,
-        head: HeadText,
-    ) -> Result<StateId, EngineError> {
-        self.check_context(field, head_ids.len())?;
-        let kv = chunk::extend(
-            &mut self.runtime,
-            self.proof.convention,
-            self.proof.run_limit,
-            None,
-            &head_ids,
-        )
-        .await?;
-        let id = StateId(self.next_state);
-        self.next_state += 1;
-        self.states.insert(id, LiveState { kv, head_ids, head });
-        Ok(id)
-    }
-
-    /// Prefills raw token ids (no prompt rendering): the benchmark's fixed
-    /// prefix, so every runner feeds identical ids.
-    pub async fn prefill_ids(&mut self, ids: &[u32]) -> Result<StateId, EngineError> {
-        if ids.is_empty() {
-            return Err(CoreError::EmptyField {
-                criterion: "prefill".into(),
-                field: "ids",
-            }
-            .into());
-        }
-        // Raw ids have no text: read through `read_ids`, not scored.
-        let head = HeadText {
-            instruction: String::new(),
-            body: String::new(),
-            prompt: PromptStyle::Plain,
-        };
-        self.keep_head("ids", ids.to_vec(), head).await
-    }
-
-    /// The readout of the first `options` letters after the state's past and
-    /// raw `ids`: exactly the run a criterion of that many suffix tokens costs
-    /// (same chunking, same readout path), without the prompt around it.
-    pub async fn read_ids(
-        &mut self,
-        id: StateId,
-        ids: &[u32],
-        options: usize,
-        allowed_mass: bool,
-    ) -> Result<SlotReadout, EngineError> {
-        if options < 2 {
-            return Err(CoreError::TooFewOptions {
-                criterion: "sweep".into(),
-                count: options,
-            }
-            .into());
-        }
-        if options > MAX_OPTIONS {
-            return Err(CoreError::TooManyOptions {
-                criterion: "sweep".into(),
-                count: options,
-                limit: MAX_OPTIONS,
-                mode: "letters",
-            }
-            .into());
-        }
-        if ids.is_empty() {
-            return Err(CoreError::EmptyField {
-                criterion: "sweep".into(),
-                field: "ids",
-            }
-            .into());
-        }
-        let columns = self.plan.columns_for("sweep", options)?;
-        let state = self
-            .states
-            .get(&id)
-            .ok_or(EngineError::UnknownState(id.0))?;
-        self.check_context("ids", state.head_ids.len() + ids.len())?;
-        let head = self.plan.head.clone();
-        let spec = ReadSpec {
-            head: &head,
-            columns: &columns,
-            allowed_mass: allowed_mass && !self.is_pruned(),
-        };
-        let (conv, limit) = (self.proof.convention, self.proof.run_limit);
-        let (read, _) =
-            chunk::read(&mut self.runtime, conv, limit, Some(&state.kv), ids, &spec).await?;
-        Ok(read.slots)
-    }
-
-    /// Releases a state's KV. Disposing twice is an error that names the state.
-    pub fn dispose(&mut self, id: StateId) -> Result<(), EngineError> {
-        let s = self
-            .states
-            .remove(&id)
-            .ok_or(EngineError::UnknownState(id.0))?;
-        self.runtime.release(s.kv);
-        Ok(())
-    }
-
-    /// Releases every state's KV (the engine stays usable).
-    pub fn dispose_all(&mut self) {
-        for (_, s) in std::mem::take(&mut self.states) {
-            self.runtime.release(s.kv);
-        }
-    }
-
-    pub fn runtime(&self) -> &R {
-        &self.runtime
-    }
-
-    pub fn head_tokens(&self, id: StateId) -> Result<usize, EngineError> {
-        Ok(self
-            .states
-            .get(&id)
-            .ok_or(EngineError::UnknownState(id.0))?
-            .head_ids
-            .len())
-    }
-
-    /// Scores one criterion against a prefilled state.
-    pub async fn score(
-        &mut self,
-        id: StateId,
-        criterion: &Criterion,
-        opts: &ScoreOptions,
-    ) -> Result<Decision, EngineError> {
-        self.score_with(id, criterion, opts, false).await
-    }
-
-    /// Drops every cached content-free baseline (the next calibrated score recomputes).
-    pub fn clear_baselines(&mut self) {
-        self.baselines.clear();
-    }
-
-    /// The reference: every suffix scored by one uncached forward of the
-    /// concatenated head and suffix ids (never a re-tokenisation).
-    pub async fn score_uncached(
-        &mut self,
-        id: StateId,
-        criterion: &Criterion,
-        opts: &ScoreOptions,
-    ) -> Result<Decision, EngineError> {
-        self.score_with(id, criterion, opts, true).await
-    }
-
-    /// Runs the suffixes of `criteria` against the state's past through the
-    /// runtime's `run_many` (a backend that batches runs them as one batch).
-    /// onnxruntime-web's GroupQueryAttention refuses batch > 1 with several
-    /// new tokens and a past; this is how that refusal is observed, and the
-    /// engine stays usable after it.
-    pub async fn run_many_suffixes(
-        &mut self,
-        id: StateId,
-        criteria: &[Criterion],
-    ) -> Result<Vec<Vec<usize>>, EngineError> {
-        let state = self
-            .states
-            .get(&id)
-            .ok_or(EngineError::UnknownState(id.0))?;
-        let past_len = self.runtime.kv_len(&state.kv);
-        let mut steps = Vec::with_capacity(criteria.len());
-        for c in criteria {
-            c.validate()?;
-            let order: Vec<usize> = (0..c.options.len()).collect();
-            let ids = self.tokenizer.encode(&render_suffix(c, &order))?;
-            steps.push(convention::derive(
-                self.proof.convention,
-                self.runtime.signature(),
-                past_len,
-                &ids,
-            ));
-        }
-        let out = self.runtime.run_many(&steps, Some(&state.kv)).await?;
-        Ok(out.into_iter().map(|l| l.dims).collect())
-    }
-
-    /// The hidden state at each criterion's answer position (the input to the
-    /// head), for graphs that expose it; proven at load (spec §6.4).
-    pub async fn extract(
-        &mut self,
-        id: StateId,
-        criteria: &[Criterion],
-    ) -> Result<Vec<Vec<f32>>, EngineError> {
-        if !self.runtime.signature().exposes_hidden() {
-            return Err(EngineError::NoHiddenOutput);
-        }
-        let mut out = Vec::with_capacity(criteria.len());
-        for c in criteria {
-            c.validate()?;
-            let order: Vec<usize> = (0..c.options.len()).collect();
-            let columns = self.plan.all_columns();
-            let head = self.plan.head.clone();
-            let spec = ReadSpec {
-                head: &head,
-                columns: &columns,
-                allowed_mass: false,
-            };
-            let r = self.run_suffix(id, c, &order, false, &spec).await?;
-            let h = r.hidden.ok_or(EngineError::MissingOutput {
-                output: "last_hidden",
-            })?;
-            out.push(h.to_f32_vec());
-        }
-        Ok(out)
-    }
-
-    pub async fn score_all(
-        &mut self,
-        id: StateId,
-        criteria: &[Criterion],
-        opts: &ScoreOptions,
-    ) -> Result<Vec<Decision>, EngineError> {
-        // Decisions are reported by criterion id: two with one id could not be told apart.
-        let mut seen = std::collections::HashSet::new();
-        for c in criteria {
-            if !seen.insert(c.id.as_str()) {
-                return Err(CoreError::DuplicateCriterionId {
-                    state: format!("#{}", id.0),
-                    id: c.id.clone(),
-                }
-                .into());
-            }
-        }
-        // One content-free prefill serves every criterion's missing baseline.
-        for c in criteria {
-            Self::check_options(c, opts)?;
-        }
-        if opts.mode == Mode::Letters {
-            // Every criterion and rotation in one set of branches.
-            return self.score_letters(id, criteria, opts, false).await;
-        }
-        self.ensure_baselines(id, criteria, opts.mode, opts.calibration, &|_| Vec::new())
-            .await?;
-        let mut out = Vec::with_capacity(criteria.len());
-        for c in criteria {
-            out.push(self.score(id, c, opts).await?);
-        }
-        Ok(out)
-    }
-
-    /// One suffix readout of `criterion` in display `order` against the
-    /// state's past (or, `uncached`, head + suffix ids from an empty past:
-    /// never a re-tokenisation), in runs no longer than the proven limit.
-    async fn run_suffix(
-        &mut self,
-        id: StateId,
-        criterion: &Criterion,
-        order: &[usize],
-        uncached: bool,
-        spec: &ReadSpec<'_>,
-    ) -> Result<RowRead, EngineError> {
-        let suffix = self.suffix_for(id, criterion, order)?;
-        let state = self
-            .states
-            .get(&id)
-            .ok_or(EngineError::UnknownState(id.0))?;
-        let (conv, limit) = (self.proof.convention, self.proof.run_limit);
-        let (read, _) = if uncached {
-            let mut full = state.head_ids.clone();
-            full.extend_from_slice(&suffix);
-            chunk::read(&mut self.runtime, conv, limit, None, &full, spec).await?
-        } else {
-            chunk::read(
-                &mut self.runtime,
-                conv,
-                limit,
-                Some(&state.kv),
-                &suffix,
-                spec,
-            )
-            .await?
-        };
-        Ok(read)
-    }
-
-    /// What a decision reports it ran: the options and the state's prompt.
-    fn ran(&self, id: StateId, opts: &ScoreOptions) -> Result<ReadoutChoice, EngineError> {
-        let state = self
-            .states
-            .get(&id)
-            .ok_or(EngineError::UnknownState(id.0))?;
-        Ok(ReadoutChoice {
-            mode: opts.mode,
-            cloze_score: opts.cloze_score,
-            calibration: opts.calibration,
-            prompt: state.head.prompt,
-        })
-    }
-
-    /// The criterion's shape under the mode asked for, and options that only
-    /// one mode takes.
-    fn check_options(criterion: &Criterion, opts: &ScoreOptions) -> Result<(), EngineError> {
-        criterion.validate_for(opts.mode)?;
-        if opts.mode == Mode::Cloze && opts.debias != Debias::None {
-            return Err(EngineError::InvalidOption {
-                field: "debias",
-                value: "cyclic".into(),
-                reason: "rotations move options between letters; cloze shows no letters (use debias none)",
-            });
-        }
-        Ok(())
-    }
-
-    async fn score_with(
-        &mut self,
-        id: StateId,
-        criterion: &Criterion,
-        opts: &ScoreOptions,
-        uncached: bool,
-    ) -> Result<Decision, EngineError> {
-        Self::check_options(criterion, opts)?;
-        let t0 = self.runtime.now_ms();
-        if opts.mode == Mode::Cloze {
-            let lps = self.cloze_log_probs(id, criterion, uncached).await?;
-            self.ensure_baselines(
-                id,
-                std::slice::from_ref(criterion),
-                Mode::Cloze,
-                opts.calibration,
-                &|_| Vec::new(),
-            )
-            .await?;
-            let base = match self.baseline(id, Mode::Cloze, criterion, None)? {
-                Some(Baseline::Cloze(b)) if opts.calibration == Calibration::ContentFree => {
-                    Some(b.as_slice())
-                }
-                _ => None,
-            };
-            let probs = cloze_probs(&lps, base, opts.cloze_score);
-            let ms = self.runtime.now_ms() - t0;
-            let readout = self.ran(id, opts)?;
-            return Ok(Decision::new(criterion, &probs, None, None, ms, readout));
-        }
-        self.score_letter(id, criterion, opts, uncached).await
     }
 }

@@ -1,4 +1,4 @@
-//! Graph surgery behind `readout inspect|trim|prune|expose-hidden` (spec §9),
+//! Graph surgery behind `readout inspect|trim|prune|expose-hidden|variants` (spec §9),
 //! on float and already-quantised ONNX decoders with external data. Native only.
 
 pub mod catalog;
@@ -11,6 +11,7 @@ pub use crate::onnx_pb;
 pub mod output;
 pub mod passes;
 pub mod rows;
+pub mod variants;
 pub mod verify;
 
 pub use error::ExportError;

@@ -22,11 +22,7 @@ pub fn forward(
     config: &ModelConfig,
     ids: &[u32],
 ) -> Result<(Logits, Option<Logits>), ExportError> {
-    let mut rt = NativeRuntime::load(
-        graph,
-        &NativeOptions::default(),
-        [config.kv_heads, config.head_dim],
-    )?;
+    let mut rt = NativeRuntime::load(graph, &NativeOptions::default(), config.kv_dims())?;
     let sig = rt.signature().clone();
     let step = derive(candidates(&sig)[0], &sig, 0, ids);
     let out = pollster::block_on(rt.run(&step, None, false))?;

@@ -4,6 +4,7 @@
 
 use super::par::Pool;
 use super::tensor::Value;
+use super::OpError;
 
 pub struct Gqa {
     pub heads: usize,
@@ -41,20 +42,20 @@ pub struct GqaOut {
 }
 
 impl Gqa {
-    fn rotate(&self, x: &mut [f32], pos: usize, d: usize) -> Result<(), String> {
+    fn rotate(&self, x: &mut [f32], pos: usize, d: usize) -> Result<(), OpError> {
         let Some((cos, sin, half)) = &self.rotary else {
             return Ok(());
         };
         if 2 * half != d {
-            return Err(format!(
+            return Err(OpError::Input(format!(
                 "rotary caches are {half} wide but the head dim is {d} (partial rotary is not computed)"
-            ));
+            )));
         }
         let max_pos = cos.len() / half;
         if pos >= max_pos {
-            return Err(format!(
+            return Err(OpError::Input(format!(
                 "position {pos} is beyond the rotary cache's {max_pos}"
-            ));
+            )));
         }
         let (c, s) = (
             &cos[pos * half..(pos + 1) * half],
@@ -84,52 +85,54 @@ impl Gqa {
         want_present: bool,
         pack: Option<&Pack>,
         pool: &Pool,
-    ) -> Result<GqaOut, String> {
+    ) -> Result<GqaOut, OpError> {
         let (hq, hk) = (self.heads, self.kv_heads);
         if s == 0 || q.len() % (s * hq) != 0 {
-            return Err(format!(
+            return Err(OpError::Input(format!(
                 "query of {} values for {s} rows and {hq} heads",
                 q.len()
-            ));
+            )));
         }
         let d = q.len() / (s * hq);
         if k.len() != s * hk * d || v.len() != s * hk * d {
-            return Err(format!(
+            return Err(OpError::Input(format!(
                 "key/value of {}/{} values; {s} rows × {hk} heads × {d} expected",
                 k.len(),
                 v.len()
-            ));
+            )));
         }
         let (pk, pv) = match (past_k.as_f32(), past_v.as_f32()) {
             (Some(a), Some(b)) => (a, b),
-            _ => return Err("the past is not float32".into()),
+            _ => return Err(OpError::Input("the past is not float32".into())),
         };
         if past_k.shape.len() != 4
             || past_k.shape[1] != hk
             || past_k.shape[3] != d
             || past_v.shape != past_k.shape
         {
-            return Err(format!(
+            return Err(OpError::Input(format!(
                 "past of shape {:?}/{:?}; [1, {hk}, P, {d}] expected",
                 past_k.shape, past_v.shape
-            ));
+            )));
         }
         let p = past_k.shape[2];
         if total != p + s {
-            return Err(format!(
+            return Err(OpError::Input(format!(
                 "the attention mask covers {total} tokens but past + new is {}: padding is not computed",
                 p + s
-            ));
+            )));
         }
         if let Some(pk) = pack {
             if want_present {
-                return Err("a packed run returns no present: its branches are discarded".into());
+                return Err(OpError::Input(
+                    "a packed run returns no present: its branches are discarded".into(),
+                ));
             }
             if pk.first.len() != s || pk.first.iter().enumerate().any(|(i, &f)| f > i) {
-                return Err(format!(
+                return Err(OpError::Input(format!(
                     "a pack of {} first-row indices for {s} rows (each at or before its row)",
                     pk.first.len()
-                ));
+                )));
             }
         }
         let first = |i: usize| pack.map_or(0, |pk| pk.first[i]);

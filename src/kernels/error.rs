@@ -21,8 +21,14 @@ pub enum KernelError {
     Run {
         node: String,
         op: String,
-        reason: String,
+        /// Boxed: the error travels up through every layer's enum, which
+        /// stays small.
+        #[source]
+        reason: Box<OpError>,
     },
+    /// The kernels' thread pool could not be started.
+    #[error("{threads} kernel threads: {reason}")]
+    Threads { threads: usize, reason: String },
     /// The weights would not fit the address space (wasm32: 4 GiB).
     #[error("the model needs {needed} bytes of weights; this build holds at most {limit}")]
     TooLarge { needed: u64, limit: u64 },
@@ -37,9 +43,65 @@ impl KernelError {
             Self::Initializer { name, .. } => I::new("model_file").field(name.clone()),
             Self::Io { name, .. } => I::new("graph_signature").field(name.clone()),
             Self::Run { node, .. } => I::new("run").field(node.clone()),
+            Self::Threads { threads, .. } => I::new("threads").limit(*threads),
             Self::TooLarge { limit, .. } => {
                 I::new("model_too_large").limit(usize::try_from(*limit).unwrap_or(usize::MAX))
             }
         }
     }
+}
+
+/// Why an operator cannot compute the values it was given. The operators
+/// do not know their node: the interpreter wraps this in
+/// [`KernelError::Run`], which names it.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum OpError {
+    #[error("{what} is {found}; {expected} expected")]
+    Kind {
+        what: &'static str,
+        found: &'static str,
+        expected: &'static str,
+    },
+    #[error("axis {axis} outside rank {rank}")]
+    Axis { axis: i64, rank: usize },
+    #[error("shapes {a:?} and {b:?} do not broadcast")]
+    Broadcast { a: Vec<usize>, b: Vec<usize> },
+    #[error("{a} and {b} operands")]
+    Operands { a: &'static str, b: &'static str },
+    #[error("cast of {from} to data type {to}")]
+    Cast { from: &'static str, to: i32 },
+    #[error("{shape:?} cannot take shape {spec:?}")]
+    Reshape { shape: Vec<usize>, spec: Vec<i64> },
+    #[error("index {index} outside 0..{dim}")]
+    Index { index: i64, dim: usize },
+    #[error("{op} over uint8 data")]
+    Uint8 { op: &'static str },
+    #[error("split {sizes:?} of a dim of {dim}")]
+    Split { sizes: Vec<usize>, dim: usize },
+    #[error("steps {steps:?}: only 1 is computed")]
+    Steps { steps: Vec<i64> },
+    #[error("{what}: a {kind} tensor of shape {shape:?}; {expected} expected")]
+    Shape {
+        what: &'static str,
+        kind: &'static str,
+        shape: Vec<usize>,
+        expected: &'static str,
+    },
+    #[error("row {row} of {rows}")]
+    Row { row: usize, rows: usize },
+    #[error("{len} values do not split into rows of {width}")]
+    Rows { len: usize, width: usize },
+    /// A `MatMulNBits` weight whose parts do not match its N and K.
+    #[error("{found} {what} for N = {n}, K = {k} (expected {expected})")]
+    Q4Layout {
+        what: &'static str,
+        found: usize,
+        expected: usize,
+        n: usize,
+        k: usize,
+    },
+    /// What one operator's inputs or attributes get wrong beyond the cases
+    /// above (a missing input, a past longer than the run allows), in words.
+    #[error("{0}")]
+    Input(String),
 }

@@ -71,7 +71,7 @@ fn raw_bytes<'t>(
     match crate::onnx_pb::inline_bytes(t) {
         Some(r) => r
             .map(std::borrow::Cow::Owned)
-            .map_err(|e| init_err(name, e)),
+            .map_err(|e| init_err(name, e.to_string())),
         None => Err(init_err(name, "external tensor read as inline")),
     }
 }

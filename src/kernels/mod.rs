@@ -14,7 +14,7 @@ pub mod simd;
 mod tensor;
 
 pub use attention::Pack;
-pub use error::KernelError;
+pub use error::{KernelError, OpError};
 pub use load::External;
 pub use par::Pool;
 pub use program::Program;

@@ -2,6 +2,8 @@
 //! benchmark's "2 threads" is 2, whatever the machine); on wasm32 the work
 //! runs on the calling thread (the threaded browser build is not made yet).
 
+use super::KernelError;
+
 pub struct Pool {
     threads: usize,
     #[cfg(not(target_arch = "wasm32"))]
@@ -10,7 +12,7 @@ pub struct Pool {
 
 impl Pool {
     /// `threads` ≥ 1; 1 means no pool at all.
-    pub fn new(threads: usize) -> Result<Self, String> {
+    pub fn new(threads: usize) -> Result<Self, KernelError> {
         #[cfg(not(target_arch = "wasm32"))]
         {
             let threads = threads.max(1);
@@ -20,7 +22,10 @@ impl Pool {
                         .num_threads(threads)
                         .thread_name(|i| format!("readout-kernels-{i}"))
                         .build()
-                        .map_err(|e| e.to_string())?,
+                        .map_err(|e| KernelError::Threads {
+                            threads,
+                            reason: e.to_string(),
+                        })?,
                 )
             } else {
                 None

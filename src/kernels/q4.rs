@@ -20,6 +20,7 @@ use std::sync::Arc;
 
 use super::par::Pool;
 use super::simd;
+use super::OpError;
 
 pub const BLOCK: usize = 32;
 /// Bytes of one block of 32 int4 weights.
@@ -137,35 +138,32 @@ impl Q4Matrix {
         q: Arc<Vec<u8>>,
         scales: Vec<f32>,
         zero_points: Option<&[u8]>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, OpError> {
         if k == 0 || k % BLOCK != 0 {
-            return Err(format!("K = {k} is not a positive multiple of {BLOCK}"));
+            return Err(OpError::Input(format!(
+                "K = {k} is not a positive multiple of {BLOCK}"
+            )));
         }
         let blocks = k / BLOCK;
+        let layout = |what, found, expected| OpError::Q4Layout {
+            what,
+            found,
+            expected,
+            n,
+            k,
+        };
         if q.len() != n * blocks * BLOCK_BYTES {
-            return Err(format!(
-                "{} weight bytes for N = {n}, K = {k} (expected {})",
-                q.len(),
-                n * blocks * BLOCK_BYTES
-            ));
+            return Err(layout("weight bytes", q.len(), n * blocks * BLOCK_BYTES));
         }
         if scales.len() != n * blocks {
-            return Err(format!(
-                "{} scales for N = {n}, K = {k} (expected {})",
-                scales.len(),
-                n * blocks
-            ));
+            return Err(layout("scales", scales.len(), n * blocks));
         }
         let zero_points = match zero_points {
             None => None,
             Some(z) => {
                 let per_row = blocks.div_ceil(2);
                 if z.len() != n * per_row {
-                    return Err(format!(
-                        "{} zero-point bytes for N = {n}, K = {k} (expected {})",
-                        z.len(),
-                        n * per_row
-                    ));
+                    return Err(layout("zero-point bytes", z.len(), n * per_row));
                 }
                 let mut out = Vec::with_capacity(n * blocks);
                 for row in 0..n {

@@ -3,69 +3,21 @@
 //! ships), the same release onnxruntime-web is built from.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::time::Instant;
 
 use half::f16;
-use ort::environment::Environment;
 use ort::session::{OutputSelector, RunOptions, Session, SessionInputValue};
-use ort::value::{DynValue, Tensor, TensorElementType, ValueType};
+use ort::value::{DynValue, Tensor, ValueType};
 
 use super::{Dtype, RunOutput, Runtime, RuntimeError, Signature, Step};
 use crate::core::logits::Logits;
 
-/// Where onnxruntime-node keeps the Linux x64 library inside node_modules.
-const NODE_LIB: &str = "node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1";
+mod library;
+mod tensors;
 
-static ENV: OnceLock<Result<Environment, String>> = OnceLock::new();
-
-/// `ORT_DYLIB_PATH`, else `node_modules/...` above the working directory,
-/// else above the executable, else the repository this was built from.
-pub fn find_library() -> Result<PathBuf, RuntimeError> {
-    if let Ok(p) = std::env::var("ORT_DYLIB_PATH") {
-        let p = PathBuf::from(p);
-        return if p.is_file() {
-            Ok(p)
-        } else {
-            Err(RuntimeError::Library(format!(
-                "ORT_DYLIB_PATH={} is not a file",
-                p.display()
-            )))
-        };
-    }
-    let mut starts: Vec<PathBuf> = Vec::new();
-    if let Ok(d) = std::env::current_dir() {
-        starts.push(d);
-    }
-    if let Ok(e) = std::env::current_exe() {
-        starts.push(e);
-    }
-    starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-    for s in &starts {
-        for dir in s.ancestors() {
-            let cand = dir.join(NODE_LIB);
-            if cand.is_file() {
-                return Ok(cand);
-            }
-        }
-    }
-    Err(RuntimeError::Library(format!(
-        "libonnxruntime.so.1 not found: set ORT_DYLIB_PATH or run scripts/setup.sh (it installs {NODE_LIB})"
-    )))
-}
-
-fn environment() -> Result<Environment, RuntimeError> {
-    ENV.get_or_init(|| {
-        let lib = find_library().map_err(|e| e.to_string())?;
-        ort::init_from(&lib)
-            .map_err(|e| format!("{}: {e}", lib.display()))?
-            .with_name("readout")
-            .build()
-            .map_err(|e| e.to_string())
-    })
-    .clone()
-    .map_err(RuntimeError::Library)
-}
+use self::library::environment;
+pub use self::library::find_library;
+use self::tensors::{dtype_of, i64_tensor, take_logits};
 
 /// A past natively: one tensor per `past_key_values.*` input, in signature order.
 pub struct NativeKv {
@@ -92,24 +44,6 @@ impl Default for NativeOptions {
             .map(|n| n.get())
             .unwrap_or(1);
         Self { intra_threads: n }
-    }
-}
-
-fn dtype_of(ty: &ValueType, name: &str) -> Result<(Dtype, Vec<i64>), RuntimeError> {
-    match ty {
-        ValueType::Tensor { ty, shape, .. } => {
-            let d = match ty {
-                TensorElementType::Float32 => Dtype::F32,
-                TensorElementType::Float16 => Dtype::F16,
-                other => {
-                    return Err(RuntimeError::Signature(format!(
-                        "{name} is {other:?}; float32 or float16 expected"
-                    )))
-                }
-            };
-            Ok((d, shape.iter().copied().collect()))
-        }
-        _ => Err(RuntimeError::Signature(format!("{name} is not a tensor"))),
     }
 }
 
@@ -154,21 +88,8 @@ impl NativeRuntime {
                     "no past_key_values.0.key input (inputs: {inputs:?})"
                 ))
             })?;
-        let (kv_dtype, mut kv_shape) = dtype_of(past0.dtype(), past0.name())?;
-        if kv_shape.len() != 4 {
-            return Err(RuntimeError::Signature(format!("past_key_values.0.key has dims {kv_shape:?}; [batch, kv_heads, past, head_dim] expected")));
-        }
-        for (axis, want) in [(1, kv_dims[0]), (3, kv_dims[1])] {
-            match kv_shape[axis] {
-                d if d < 0 => kv_shape[axis] = want as i64,
-                d if d as usize == want => {}
-                d => {
-                    return Err(RuntimeError::Signature(format!(
-                        "past_key_values.0.key dim {axis} is {d} but config.json says {want}"
-                    )))
-                }
-            }
-        }
+        let (kv_dtype, declared) = dtype_of(past0.dtype(), past0.name())?;
+        let kv_shape = Signature::resolve_kv_shape(declared, kv_dims)?;
         let logits = session
             .outputs()
             .iter()
@@ -193,8 +114,7 @@ impl NativeRuntime {
 
     /// A zero-length past: shape `[1, kv_heads, 0, head_dim]`.
     fn empty_past(&self) -> Result<Vec<DynValue>, RuntimeError> {
-        let s = &self.signature.kv_shape;
-        let shape = [1usize, s[1] as usize, 0, s[3] as usize];
+        let shape = self.signature.empty_past_dims();
         let mut v = Vec::with_capacity(self.signature.past.len() * 2);
         for _ in 0..self.signature.past.len() * 2 {
             let t: DynValue = match self.signature.kv_dtype {
@@ -208,38 +128,6 @@ impl NativeRuntime {
             v.push(t);
         }
         Ok(v)
-    }
-}
-
-fn i64_tensor(v: &[i64]) -> Result<DynValue, RuntimeError> {
-    Ok(Tensor::<i64>::from_array(([1usize, v.len()], v.to_vec()))
-        .map_err(run_err)?
-        .into_dyn())
-}
-
-fn take_logits(v: &DynValue) -> Result<Logits, RuntimeError> {
-    match v.dtype() {
-        ValueType::Tensor {
-            ty: TensorElementType::Float32,
-            ..
-        } => {
-            let (shape, data) = v.try_extract_tensor::<f32>().map_err(run_err)?;
-            Ok(Logits::f32(
-                shape.iter().map(|&d| d as usize).collect(),
-                data.to_vec(),
-            ))
-        }
-        ValueType::Tensor {
-            ty: TensorElementType::Float16,
-            ..
-        } => {
-            let (shape, data) = v.try_extract_tensor::<f16>().map_err(run_err)?;
-            Ok(Logits::f16(
-                shape.iter().map(|&d| d as usize).collect(),
-                data.to_vec(),
-            ))
-        }
-        other => Err(RuntimeError::Run(format!("logits came back as {other:?}"))),
     }
 }
 
@@ -281,26 +169,13 @@ impl NativeRuntime {
         };
         let mut feed: Vec<(String, SessionInputValue<'_>)> =
             Vec::with_capacity(3 + past_values.len());
+        sig.check_step(step)?;
         feed.push(("input_ids".into(), i64_tensor(&step.input_ids)?.into()));
-        match (&step.attention_mask, sig.has_attention_mask) {
-            (Some(m), true) => feed.push(("attention_mask".into(), i64_tensor(m)?.into())),
-            (None, false) => {}
-            (m, has) => {
-                return Err(RuntimeError::Run(format!(
-                    "attention_mask given: {}, graph takes it: {has}",
-                    m.is_some()
-                )))
-            }
+        if let Some(m) = &step.attention_mask {
+            feed.push(("attention_mask".into(), i64_tensor(m)?.into()));
         }
-        match (&step.position_ids, sig.has_position_ids) {
-            (Some(p), true) => feed.push(("position_ids".into(), i64_tensor(p)?.into())),
-            (None, false) => {}
-            (p, has) => {
-                return Err(RuntimeError::Run(format!(
-                    "position_ids given: {}, graph takes it: {has}",
-                    p.is_some()
-                )))
-            }
+        if let Some(p) = &step.position_ids {
+            feed.push(("position_ids".into(), i64_tensor(p)?.into()));
         }
         for (i, pair) in sig.past.iter().enumerate() {
             feed.push((pair.past_key.clone(), (&past_values[2 * i]).into()));

@@ -63,14 +63,15 @@ test("WebGPU disabled: auto falls back to WASM and reports it", async () => {
 });
 
 test("a model on which no position convention agrees is refused with the measured differences", async () => {
-  const err = await inPage(async ({ Engine }, { ORT_BASE }) => {
+  const { err, code } = await inPage(async ({ Engine }, { ORT_BASE }) => {
     try {
       await Engine.load("/target/browser/broken-kv/", { backend: "wasm", ortBase: ORT_BASE });
-      return "loaded";
+      return { err: "loaded" };
     } catch (e) {
-      return e.message;
+      return { err: e.message, code: e.code };
     }
   });
+  assert.equal(code, "proof");
   assert.match(err, /0 of 2 position conventions agree with the uncached forward/);
   assert.match(err, /MaskPastAndSuffix: max\|Δp\| [0-9.e-]+, argmax/);
   assert.match(err, /Shorter runs did not help/);
@@ -223,8 +224,26 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     cloze_trimmed: { code: "mode_needs_stock_graph", field: "mode", limit: undefined },
     no_template: { code: "no_chat_template", field: "prompt", limit: undefined },
     disposed_state: { code: "unknown_state", field: "state", limit: undefined },
+    disposed_twice: { code: "unknown_state", field: "state", limit: undefined },
+    disposed_engine: { code: "engine_disposed", field: "engine", limit: undefined },
+    sha: { code: "sha256_mismatch", field: "config", limit: undefined },
+    slot_map: { code: "slot_map", field: "slot_map.json", limit: undefined },
+    missing: { code: "file_missing", field: "tokenizer", limit: undefined },
+    backend: { code: "invalid_option", field: "backend", limit: undefined },
+    duplicate_ids: { code: "duplicate_option_id", field: "options[].id", limit: undefined },
+    empty_question: { code: "empty_field", field: "question", limit: undefined },
+    not_a_criterion: { code: "invalid_input", field: "criterion", limit: undefined },
+    duplicate_criteria: { code: "duplicate_criterion_id", field: "criteria[].id", limit: undefined },
+    load_options_string: { code: "invalid_option", field: "options", limit: undefined },
+    prompt: { code: "invalid_option", field: "prompt", limit: undefined },
   };
+  // The size lie: the limit is the size models.json claims.
+  const claimed = catalog().models.find((m) => m.id === TINY).files.find((x) => x.role === "config").bytes + 1;
+  codes.size = { code: "file_size", field: "config", limit: claimed };
   for (const [k, want] of Object.entries(codes)) assert.deepEqual(r.codes[k], want, k);
+  // Every refusal above carries a code: none is left to its message alone.
+  assert.deepEqual(Object.keys(codes).sort(), Object.keys(expect).sort());
+  assert.deepEqual(Object.keys(r.codes).sort(), Object.keys(expect).sort());
   assert.equal(r.checks.length, 18);
   assert.equal(r.cloze_64, 64);
   assert.equal(r.trimmed_letters, 2);
@@ -248,7 +267,7 @@ test("a letter that is not one token, and non-finite logits, give Errors that na
         await f();
         return "accepted";
       } catch (e) {
-        return e instanceof Error ? e.message : `not an Error: ${e}`;
+        return e instanceof Error ? { message: e.message, code: e.code, field: e.field } : { message: `not an Error: ${e}` };
       }
     };
     const load = (src) => Engine.load(src, { backend: "wasm", ortBase: ORT_BASE });
@@ -264,8 +283,10 @@ test("a letter that is not one token, and non-finite logits, give Errors that na
     out.reload = (await (await (await load(`/models/${tiny}/`)).prefill({ evidence: "Still fine." })).score(good)).answer;
     return out;
   }, { tiny: TINY });
-  assert.match(r.letters, /letter 'A' with separator " " is 2 tokens \[362, 189\]; the readout needs exactly one/);
-  assert.match(r.nan, /logits: value at position \d+, column \d+ is NaN \(not finite\)/);
+  assert.equal(r.letters.code, "letter_not_one_token");
+  assert.equal(r.nan.code, "non_finite_logit");
+  assert.match(r.letters.message, /letter 'A' with separator " " is 2 tokens \[362, 189\]; the readout needs exactly one/);
+  assert.match(r.nan.message, /logits: value at position \d+, column \d+ is NaN \(not finite\)/);
   assert.deepEqual(r.after, r.before, "the state scores the same after the refusal");
   assert.ok(["red", "blue"].includes(r.reload));
 });
@@ -313,7 +334,7 @@ test("WebGPU: 200 prefills leave liveGpuTensors where it started; a batch of 2 i
     try {
       await kept.runBatched([c, c]);
     } catch (err) {
-      refusal = err.message;
+      refusal = { message: err.message, code: err.code };
     }
     const afterwards = await kept.score(c);
     await kept.dispose();
@@ -327,7 +348,7 @@ test("WebGPU: 200 prefills leave liveGpuTensors where it started; a batch of 2 i
         await f();
         return "accepted";
       } catch (err) {
-        return err.message;
+        return { message: err.message, code: err.code };
       }
     };
     const lostScore = await refused(() => held.score(c));
@@ -340,16 +361,19 @@ test("WebGPU: 200 prefills leave liveGpuTensors where it started; a batch of 2 i
     await e2.dispose();
     return { start, end, peak: Math.max(...peak), refusal, same: before.probs[0].p === afterwards.probs[0].p, info, lostScore, lostPrefill, lost, again: again.probs[0].p, first: before.probs[0].p };
   }, { tiny: TINY });
-  assert.match(r.lostScore, /GPU device lost \(destroyed/);
-  assert.match(r.lostScore, /load the engine again/);
-  assert.match(r.lostPrefill, /GPU device lost/);
+  assert.equal(r.lostScore.code, "device_lost");
+  assert.equal(r.lostPrefill.code, "device_lost");
+  assert.match(r.lostScore.message, /GPU device lost \(destroyed/);
+  assert.match(r.lostScore.message, /load the engine again/);
+  assert.match(r.lostPrefill.message, /GPU device lost/);
   assert.match(r.lost ?? "", /destroyed/);
   assert.equal(r.again, r.first, "a new engine after the loss scores as the first did");
   assert.equal(r.start, 0);
   assert.equal(r.end, 0);
   assert.equal(r.peak, 8, "two live states of 4 KV tensors at most");
-  assert.match(r.refusal, /GroupQueryAttention/);
-  assert.match(r.refusal, /batch_size must be 1 when sequence_length > 1 and past context is given/);
+  assert.equal(r.refusal.code, "run");
+  assert.match(r.refusal.message, /GroupQueryAttention/);
+  assert.match(r.refusal.message, /batch_size must be 1 when sequence_length > 1 and past context is given/);
   assert.ok(r.same, "the engine scores the same after the refused batch");
 });
 

@@ -1,36 +1,14 @@
-// Shared set-up of the browser tests: the COOP/COEP server, Debian's
-// Chromium, the harness page, and native reference decisions.
+// Shared set-up of the browser tests: the browser and harness page
+// (scripts/browser.mjs, shared with the benchmark studies), the tiny
+// model, and native reference decisions.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { serve, ROOT } from "../../scripts/serve.mjs";
-import { launch } from "../../scripts/chromium.mjs";
+import { ROOT } from "../../scripts/browser.mjs";
 
-export { ROOT };
-export const ORT_BASE = "/node_modules/onnxruntime-web/dist/";
+export { harness, numberOption, ORT_BASE, ROOT, start } from "../../scripts/browser.mjs";
 export const TINY = "qwen3-tiny-random-q4";
 export const OUT = join(ROOT, "target", "browser");
-
-export async function start({ webgpu = true } = {}) {
-  const server = await serve(0);
-  const base = `http://127.0.0.1:${server.address().port}`;
-  const browser = await launch({ webgpu });
-  const close = async () => {
-    await browser.close();
-    server.close();
-  };
-  return { server, base, browser, close };
-}
-
-/** A page with `window.readout` (the package) loaded through the import map. */
-export async function harness(ctx, log = []) {
-  const page = await ctx.browser.newPage();
-  page.on("console", (m) => log.push(m.text()));
-  page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
-  await page.goto(`${ctx.base}/tests/browser/harness.html`);
-  await page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
-  return page;
-}
 
 function readoutBin() {
   const bin = join(ROOT, "target", "debug", "readout");
@@ -62,10 +40,4 @@ export function compare(browser, native) {
     if (d.answer !== n.answer) changed.push(key);
   }
   return { worst, changed };
-}
-
-/** Removes `--key N` from `args` and returns N as a number (or `fallback`). */
-export function numberOption(args, key, fallback) {
-  const i = args.indexOf(key);
-  return i < 0 ? fallback : Number(args.splice(i, 2)[1]);
 }

@@ -166,7 +166,7 @@ pub fn built_model(id: &str) -> Option<PathBuf> {
 pub fn kv_dims(dir: &Path) -> [usize; 2] {
     let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
     let c = readout::core::config::ModelConfig::parse(&text).unwrap();
-    [c.kv_heads, c.head_dim]
+    c.kv_dims()
 }
 
 /// A copy of model `id` (graph, data, config, tokenizer) with every

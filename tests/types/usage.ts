@@ -33,7 +33,8 @@ export async function usage(): Promise<number> {
   const p: number = one.probs[0].p + all[0].margin;
   const mass: number = (one.allowedMass ?? 0) + (all[0].orderUnstable ? 1 : 0);
   const ran: "sum" | "mean" = one.readout.clozeScore;
-  console.log(ran, info.backendReason, info.modelId);
+  const template: string = info.chatTemplate.status === "available" ? info.chatTemplate.source : info.chatTemplate.code;
+  console.log(ran, info.backendReason, info.modelId, template);
   try {
     await chat.score(criterion, { mode: "letters", debias: "cyclic" });
   } catch (e) {
@@ -82,6 +83,8 @@ export async function misuse(engine: Engine, state: State): Promise<void> {
   pkg.linearFit([1, 2], [3, 4]);
   // @ts-expect-error: diagnostics only
   pkg.median([1]);
+  // @ts-expect-error: diagnostics only
+  pkg.emptyPast("{}");
   // @ts-expect-error: diagnostics only
   await pkg.gpuReadoutSelfTest(new Float32Array(4), 1, 4, [0], false);
   // @ts-expect-error: diagnostics only

@@ -98,7 +98,7 @@ impl Program {
             }
         }
         let mut q4_cache: HashMap<(usize, usize), Arc<Q4Matrix>> = HashMap::new();
-        let pool = Pool::new(1).map_err(|e| KernelError::Decode(e.to_string()))?;
+        let pool = Pool::new(1)?;
         for n in &g.node {
             let inputs: Vec<Ref> = n
                 .input

@@ -146,7 +146,7 @@ impl Program {
                     Some(Ref::Absent) | None => None,
                     Some(_) => Some(
                         ops::floats(const_in(5, "bias")?, "bias")
-                            .map_err(|e| unsupported(n, e))?
+                            .map_err(|e| unsupported(n, e.to_string()))?
                             .to_vec(),
                     ),
                 };
@@ -230,7 +230,7 @@ impl Program {
                     let f = |v: &Value| {
                         ops::floats(v, "rotary cache")
                             .map(<[f32]>::to_vec)
-                            .map_err(|e| unsupported(n, e))
+                            .map_err(|e| unsupported(n, e.to_string()))
                     };
                     Some((f(cos)?, f(sin)?, cos.shape[1]))
                 } else {
@@ -311,7 +311,7 @@ impl Program {
             },
         };
         let m = Q4Matrix::new(rows, k, bytes.clone(), scale_vals.to_vec(), zero_points)
-            .map_err(|e| unsupported(n, e))?;
+            .map_err(|e| unsupported(n, e.to_string()))?;
         let m = Arc::new(m);
         cache.insert(key, m.clone());
         Ok(m)

@@ -6,7 +6,7 @@ use crate::kernels::ops::{self, Binary};
 use crate::kernels::par::Pool;
 use crate::kernels::q4::Precision;
 use crate::kernels::tensor::Value;
-use crate::kernels::KernelError;
+use crate::kernels::{KernelError, OpError};
 
 impl Program {
     pub(super) fn exec(
@@ -18,18 +18,20 @@ impl Program {
         pack: Option<&Pack>,
         pool: &Pool,
     ) -> Result<Vec<Option<Value>>, KernelError> {
-        let err = |reason: String| KernelError::Run {
+        let err = |reason: OpError| KernelError::Run {
             node: node.name.clone(),
             op: node.op_type.clone(),
-            reason,
+            reason: Box::new(reason),
         };
+        // A refusal particular to this node's inputs, said in words.
+        let say = |reason: String| err(OpError::Input(reason));
         let input = |i: usize| -> Result<&Value, KernelError> {
             ins.get(i)
                 .copied()
                 .flatten()
-                .ok_or_else(|| err(format!("input {i} is missing")))
+                .ok_or_else(|| say(format!("input {i} is missing")))
         };
-        let one = |v: Result<Value, String>| v.map(|v| vec![Some(v)]).map_err(err);
+        let one = |v: Result<Value, OpError>| v.map(|v| vec![Some(v)]).map_err(err);
         match &node.op {
             Op::Binary(b) => one(ops::binary(*b, input(0)?, input(1)?)),
             Op::Sigmoid => one(ops::sigmoid(input(0)?)),
@@ -68,8 +70,8 @@ impl Program {
                         .map(|v| ops::ints(v, "slice bounds").map_err(err))
                         .transpose()
                 };
-                let starts = list(1)?.ok_or_else(|| err("no starts".into()))?;
-                let ends = list(2)?.ok_or_else(|| err("no ends".into()))?;
+                let starts = list(1)?.ok_or_else(|| say("no starts".into()))?;
+                let ends = list(2)?.ok_or_else(|| say("no ends".into()))?;
                 one(ops::slice(
                     input(0)?,
                     &starts,
@@ -87,7 +89,7 @@ impl Program {
             }
             Op::Norm(eps) => {
                 if out_needed.iter().skip(1).any(|&w| w) {
-                    return Err(err("only the normalised output is computed".into()));
+                    return Err(say("only the normalised output is computed".into()));
                 }
                 let x = input(0)?;
                 let w = ops::floats(input(1)?, "scale").map_err(err)?;
@@ -99,7 +101,7 @@ impl Program {
                 if out_needed.get(1).copied().unwrap_or(false)
                     || out_needed.get(2).copied().unwrap_or(false)
                 {
-                    return Err(err("mean and inverse-std outputs are not computed".into()));
+                    return Err(say("mean and inverse-std outputs are not computed".into()));
                 }
                 let x = input(0)?;
                 let mut sum = ops::binary(Binary::Add, x, input(1)?).map_err(err)?;
@@ -121,7 +123,7 @@ impl Program {
                 let x = input(0)?;
                 let a = ops::floats(x, "input").map_err(err)?;
                 if x.shape.last() != Some(&w.k) {
-                    return Err(err(format!(
+                    return Err(say(format!(
                         "input of shape {:?}; last dim {} expected",
                         x.shape, w.k
                     )));
@@ -146,7 +148,7 @@ impl Program {
                         .ok()
                         .filter(|&r| r < w.n)
                         .ok_or_else(|| {
-                            err(format!("token id {t} outside the vocabulary of {}", w.n))
+                            say(format!("token id {t} outside the vocabulary of {}", w.n))
                         })?;
                     w.dequant_row(row, o);
                 }
@@ -160,9 +162,9 @@ impl Program {
                     .shape
                     .get(1)
                     .copied()
-                    .ok_or_else(|| err(format!("query of shape {:?}", q.shape)))?;
+                    .ok_or_else(|| say(format!("query of shape {:?}", q.shape)))?;
                 if q.shape.first() != Some(&1) {
-                    return Err(err(format!(
+                    return Err(say(format!(
                         "query of shape {:?}: batch 1 is computed",
                         q.shape
                     )));
@@ -180,7 +182,7 @@ impl Program {
                             let width = q.shape.get(2).copied().unwrap_or(0);
                             let parts = gqa.heads + 2 * gqa.kv_heads;
                             if width == 0 || width % parts != 0 {
-                                return Err(err(format!(
+                                return Err(say(format!(
                                     "packed query of width {width} for {parts} heads"
                                 )));
                             }
@@ -199,7 +201,7 @@ impl Program {
                             (a, b, c)
                         }
                         _ => {
-                            return Err(err(
+                            return Err(say(
                                 "a key without a value, or a value without a key".into()
                             ))
                         }
@@ -207,10 +209,10 @@ impl Program {
                 let seqlens = ops::ints(input(5)?, "seqlens_k").map_err(err)?;
                 let total = ops::ints(input(6)?, "total_sequence_length").map_err(err)?;
                 let (Some(&sl), Some(&tot)) = (seqlens.first(), total.first()) else {
-                    return Err(err("empty seqlens_k or total_sequence_length".into()));
+                    return Err(say("empty seqlens_k or total_sequence_length".into()));
                 };
                 if sl + 1 != tot {
-                    return Err(err(format!(
+                    return Err(say(format!(
                         "the attention mask sums to {} of {tot} tokens: padding is not computed",
                         sl + 1
                     )));

@@ -177,7 +177,7 @@ impl Program {
                     cut = ops::take_rows(x, &pk.rows).map_err(|reason| KernelError::Run {
                         node: node.name.clone(),
                         op: node.op_type.clone(),
-                        reason,
+                        reason: Box::new(reason),
                     })?;
                     ins[0] = Some(&cut);
                 }

@@ -50,7 +50,7 @@ impl WebRuntime {
         let tensor = self
             .ort
             .tensor_from_gpu_buffer(&raw, if f16 { "float16" } else { "float32" }, &dims)
-            .map_err(RuntimeError::Gpu)?;
+            .map_err(|e| RuntimeError::Gpu(e.0))?;
         let fetches = Object::new();
         ort::set(&fetches, "logits", &tensor);
         if self.signature.exposes_hidden() {

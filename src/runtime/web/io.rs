@@ -12,8 +12,7 @@ impl WebRuntime {
     }
 
     pub(super) fn empty_past(&self) -> Result<Vec<Tensor>, RuntimeError> {
-        let s = &self.signature.kv_shape;
-        let dims = [1, s[1] as usize, 0, s[3] as usize];
+        let dims = self.signature.empty_past_dims();
         (0..self.signature.past.len() * 2)
             .map(|_| match self.signature.kv_dtype {
                 Dtype::F32 => {
@@ -43,26 +42,13 @@ impl WebRuntime {
                 temps.push(t);
             }
         };
+        sig.check_step(step)?;
         put("input_ids", self.i64_tensor(&step.input_ids)?, true);
-        match (&step.attention_mask, sig.has_attention_mask) {
-            (Some(m), true) => put("attention_mask", self.i64_tensor(m)?, true),
-            (None, false) => {}
-            (m, has) => {
-                return Err(run_err(format!(
-                    "attention_mask given: {}, graph takes it: {has}",
-                    m.is_some()
-                )))
-            }
+        if let Some(m) = &step.attention_mask {
+            put("attention_mask", self.i64_tensor(m)?, true);
         }
-        match (&step.position_ids, sig.has_position_ids) {
-            (Some(p), true) => put("position_ids", self.i64_tensor(p)?, true),
-            (None, false) => {}
-            (p, has) => {
-                return Err(run_err(format!(
-                    "position_ids given: {}, graph takes it: {has}",
-                    p.is_some()
-                )))
-            }
+        if let Some(p) = &step.position_ids {
+            put("position_ids", self.i64_tensor(p)?, true);
         }
         let empty;
         let past_t: &[Tensor] = match past {

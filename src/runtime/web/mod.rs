@@ -92,8 +92,8 @@ pub struct WebRuntime {
     lost: Option<Rc<RefCell<Option<String>>>>,
 }
 
-fn run_err(m: impl Into<String>) -> RuntimeError {
-    RuntimeError::Run(m.into())
+fn run_err(m: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError::Run(m.to_string())
 }
 
 fn dtype_of(meta: &JsValue, name: &str) -> Result<(Dtype, Vec<i64>), RuntimeError> {
@@ -182,7 +182,7 @@ impl WebRuntime {
             .await
             .map_err(|m| RuntimeError::Load {
                 path: "model.onnx".into(),
-                message: m,
+                message: m.0,
             })?;
         let (inputs, outputs) = (session.input_metadata(), session.output_metadata());
         let past0 = find_meta(&inputs, "past_key_values.0.key").ok_or_else(|| {
@@ -191,21 +191,8 @@ impl WebRuntime {
                 names(&inputs)
             ))
         })?;
-        let (kv_dtype, mut kv_shape) = dtype_of(&past0, "past_key_values.0.key")?;
-        if kv_shape.len() != 4 {
-            return Err(RuntimeError::Signature(format!("past_key_values.0.key has dims {kv_shape:?}; [batch, kv_heads, past, head_dim] expected")));
-        }
-        for (axis, want) in [(1, model.kv_dims[0]), (3, model.kv_dims[1])] {
-            match kv_shape[axis] {
-                d if d < 0 => kv_shape[axis] = want as i64,
-                d if d as usize == want => {}
-                d => {
-                    return Err(RuntimeError::Signature(format!(
-                        "past_key_values.0.key dim {axis} is {d} but config.json says {want}"
-                    )))
-                }
-            }
-        }
+        let (kv_dtype, declared) = dtype_of(&past0, "past_key_values.0.key")?;
+        let kv_shape = Signature::resolve_kv_shape(declared, model.kv_dims)?;
         let lmeta = find_meta(&outputs, "logits").ok_or_else(|| {
             RuntimeError::Signature(format!("no logits output (outputs: {:?})", names(&outputs)))
         })?;

@@ -66,10 +66,13 @@ pub struct Ort {
 
 impl Ort {
     /// Imports the build for `backend` ("webgpu" or "wasm").
-    pub async fn import(backend: &str) -> Result<Ort, String> {
-        let ns = JsFuture::from(ort_module(backend))
-            .await
-            .map_err(|e| format!("import onnxruntime-web ({backend} build): {}", message(&e)))?;
+    pub async fn import(backend: &str) -> Result<Ort, JsFailure> {
+        let ns = JsFuture::from(ort_module(backend)).await.map_err(|e| {
+            JsFailure(format!(
+                "import onnxruntime-web ({backend} build): {}",
+                message(&e)
+            ))
+        })?;
         Ok(Ort { ns })
     }
 
@@ -77,28 +80,28 @@ impl Ort {
         get(&self.ns, "env")
     }
 
-    fn class(&self, name: &str) -> Result<js_sys::Function, String> {
+    fn class(&self, name: &str) -> Result<js_sys::Function, JsFailure> {
         get(&self.ns, name)
             .dyn_into()
-            .map_err(|_| format!("onnxruntime-web has no {name}"))
+            .map_err(|_| JsFailure(format!("onnxruntime-web has no {name}")))
     }
 
     pub async fn create_session(
         &self,
         model: &js_sys::Uint8Array,
         options: &Object,
-    ) -> Result<InferenceSession, String> {
+    ) -> Result<InferenceSession, JsFailure> {
         let cls = self.class("InferenceSession")?;
         let create: js_sys::Function = get(&cls, "create")
             .dyn_into()
-            .map_err(|_| "InferenceSession.create is missing".to_string())?;
+            .map_err(|_| JsFailure("InferenceSession.create is missing".into()))?;
         let p = create
             .call2(&cls, model, options)
             .map(|v| v.unchecked_into::<Promise>());
         Ok(settle(p).await?.unchecked_into())
     }
 
-    pub fn tensor(&self, dtype: &str, data: &JsValue, dims: &[usize]) -> Result<Tensor, String> {
+    pub fn tensor(&self, dtype: &str, data: &JsValue, dims: &[usize]) -> Result<Tensor, JsFailure> {
         let cls = self.class("Tensor")?;
         let args: Array = [
             JsValue::from_str(dtype),
@@ -109,7 +112,7 @@ impl Ort {
         .collect();
         Reflect::construct(&cls, &args)
             .map(|t| t.unchecked_into())
-            .map_err(|e| message(&e))
+            .map_err(|e| JsFailure::from_js(&e))
     }
 
     /// A tensor over a `GPUBuffer` the caller owns (onnxruntime-web writes
@@ -119,17 +122,30 @@ impl Ort {
         buffer: &JsValue,
         dtype: &str,
         dims: &[usize],
-    ) -> Result<Tensor, String> {
+    ) -> Result<Tensor, JsFailure> {
         let cls = self.class("Tensor")?;
         let f: js_sys::Function = get(&cls, "fromGpuBuffer")
             .dyn_into()
-            .map_err(|_| "Tensor.fromGpuBuffer is missing".to_string())?;
+            .map_err(|_| JsFailure("Tensor.fromGpuBuffer is missing".into()))?;
         let o = Object::new();
         set(&o, "dataType", &JsValue::from_str(dtype));
         set(&o, "dims", &dims_array(dims));
         f.call2(&cls, buffer, &o)
             .map(|t| t.unchecked_into())
-            .map_err(|e| message(&e))
+            .map_err(|e| JsFailure::from_js(&e))
+    }
+}
+
+/// What a JS call threw or rejected with, as its message: the callers
+/// decide what it means (a load, a run, a GPU buffer) and wrap it in their
+/// own error.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct JsFailure(pub String);
+
+impl JsFailure {
+    pub fn from_js(e: &JsValue) -> Self {
+        Self(message(e))
     }
 }
 
@@ -150,19 +166,19 @@ pub fn get(obj: &JsValue, key: &str) -> JsValue {
     Reflect::get(obj, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
 }
 
-async fn settle(p: Result<Promise, JsValue>) -> Result<JsValue, String> {
-    let p = p.map_err(|e| message(&e))?;
-    JsFuture::from(p).await.map_err(|e| message(&e))
+async fn settle(p: Result<Promise, JsValue>) -> Result<JsValue, JsFailure> {
+    let p = p.map_err(|e| JsFailure::from_js(&e))?;
+    JsFuture::from(p).await.map_err(|e| JsFailure::from_js(&e))
 }
 
 impl InferenceSession {
     /// Runs with `fetches`: an array of output names, or an object mapping
     /// each wanted output to a pre-allocated tensor (or null).
-    pub async fn run(&self, feeds: &Object, fetches: &JsValue) -> Result<Object, String> {
+    pub async fn run(&self, feeds: &Object, fetches: &JsValue) -> Result<Object, JsFailure> {
         Ok(settle(self.run_raw(feeds, fetches)).await?.unchecked_into())
     }
 
-    pub async fn release(&self) -> Result<(), String> {
+    pub async fn release(&self) -> Result<(), JsFailure> {
         settle(self.release_raw()).await.map(|_| ())
     }
 }
@@ -176,7 +192,7 @@ impl Tensor {
     }
 
     /// Downloads the data (a typed array); GPU tensors are copied to the host.
-    pub async fn data(&self) -> Result<JsValue, String> {
+    pub async fn data(&self) -> Result<JsValue, JsFailure> {
         settle(self.get_data_raw()).await
     }
 }

@@ -1,0 +1,35 @@
+// The headless browser set-up that the browser tests and the benchmark
+// studies share: the COOP/COEP server, Debian's Chromium, and a page with
+// the diagnostics build loaded (scripts/harness.html).
+import { serve, ROOT } from "./serve.mjs";
+import { launch } from "./chromium.mjs";
+
+export { ROOT };
+export const ORT_BASE = "/node_modules/onnxruntime-web/dist/";
+
+export async function start({ webgpu = true } = {}) {
+  const server = await serve(0);
+  const base = `http://127.0.0.1:${server.address().port}`;
+  const browser = await launch({ webgpu });
+  const close = async () => {
+    await browser.close();
+    server.close();
+  };
+  return { server, base, browser, close };
+}
+
+/** A page with `window.readout` (the diagnostics build) loaded through the import map. */
+export async function harness(ctx, log = []) {
+  const page = await ctx.browser.newPage();
+  page.on("console", (m) => log.push(m.text()));
+  page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
+  await page.goto(`${ctx.base}/scripts/harness.html`);
+  await page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
+  return page;
+}
+
+/** Removes `--key N` from `args` and returns N as a number (or `fallback`). */
+export function numberOption(args, key, fallback) {
+  const i = args.indexOf(key);
+  return i < 0 ? fallback : Number(args.splice(i, 2)[1]);
+}

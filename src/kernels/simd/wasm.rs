@@ -1,0 +1,163 @@
+//! The wasm32 SIMD128 kernels (the build enables simd128 for every browser it targets).
+
+use super::{Act, ActSums, BLOCK, BLOCK_BYTES, ROWS};
+use core::arch::wasm32::*;
+
+/// See `super::group_rows`. SIMD128 has no unsigned × signed byte
+/// product, but the nibbles (0..15) are valid signed bytes, so
+/// `extmul` multiplies them with the activations directly: a 16-byte
+/// weight vector holds 4 rows × 4 bytes, the activations' 4 bytes are
+/// splat across it, and the 16-bit sums of a block stay below
+/// 4 · 2 · 15 · 127 = 15,240.
+pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+    let n = acts.len();
+    let blocks = scales.len() / 8;
+    let mask = u8x16_splat(15);
+    let zero16 = i16x8_splat(0);
+    let mut acc = [[f32x4_splat(0.0); 2]; ROWS];
+    for b in 0..blocks {
+        let mut is = [[zero16; 4]; ROWS];
+        for j in 0..4 {
+            // SAFETY: `w` holds `blocks` blocks of 4 steps of 32 bytes.
+            let (w0, w1) = unsafe {
+                let p = w.as_ptr().add((b * 4 + j) * 32);
+                (
+                    v128_load(p as *const v128),
+                    v128_load(p.add(16) as *const v128),
+                )
+            };
+            let (lo0, hi0) = (v128_and(w0, mask), u8x16_shr(w0, 4));
+            let (lo1, hi1) = (v128_and(w1, mask), u8x16_shr(w1, 4));
+            for r in 0..n {
+                // SAFETY: each activation row holds `blocks` blocks of 32.
+                let (alo, ahi) = unsafe {
+                    let p = acts[r].0.as_ptr().add(b * BLOCK + 4 * j);
+                    (
+                        i32x4_splat((p as *const i32).read_unaligned()),
+                        i32x4_splat((p.add(BLOCK_BYTES) as *const i32).read_unaligned()),
+                    )
+                };
+                let s = &mut is[r];
+                s[0] = i16x8_add(
+                    s[0],
+                    i16x8_add(
+                        i16x8_extmul_low_i8x16(lo0, alo),
+                        i16x8_extmul_low_i8x16(hi0, ahi),
+                    ),
+                );
+                s[1] = i16x8_add(
+                    s[1],
+                    i16x8_add(
+                        i16x8_extmul_high_i8x16(lo0, alo),
+                        i16x8_extmul_high_i8x16(hi0, ahi),
+                    ),
+                );
+                s[2] = i16x8_add(
+                    s[2],
+                    i16x8_add(
+                        i16x8_extmul_low_i8x16(lo1, alo),
+                        i16x8_extmul_low_i8x16(hi1, ahi),
+                    ),
+                );
+                s[3] = i16x8_add(
+                    s[3],
+                    i16x8_add(
+                        i16x8_extmul_high_i8x16(lo1, alo),
+                        i16x8_extmul_high_i8x16(hi1, ahi),
+                    ),
+                );
+            }
+        }
+        // SAFETY: 8 scales and 8 zero points per block.
+        let (sv, zv) = unsafe {
+            let (s, z) = (scales.as_ptr().add(b * 8), zps.as_ptr().add(b * 8));
+            (
+                [
+                    v128_load(s as *const v128),
+                    v128_load(s.add(4) as *const v128),
+                ],
+                [
+                    v128_load(z as *const v128),
+                    v128_load(z.add(4) as *const v128),
+                ],
+            )
+        };
+        for r in 0..n {
+            let (_, ad, asum) = acts[r];
+            let p: [v128; 4] = is[r].map(|x| i32x4_extadd_pairwise_i16x8(x));
+            // [r0a, r0b, r1a, r1b] and [r2a, r2b, r3a, r3b] → [r0, r1, r2, r3].
+            let rows = |x: v128, y: v128| {
+                i32x4_add(
+                    i32x4_shuffle::<0, 2, 4, 6>(x, y),
+                    i32x4_shuffle::<1, 3, 5, 7>(x, y),
+                )
+            };
+            let ints = [rows(p[0], p[1]), rows(p[2], p[3])];
+            let sum = f32x4_splat(asum[b] as f32);
+            let d = f32x4_splat(ad[b]);
+            for h in 0..2 {
+                let exact = f32x4_sub(f32x4_convert_i32x4(ints[h]), f32x4_mul(zv[h], sum));
+                acc[r][h] = f32x4_add(acc[r][h], f32x4_mul(exact, f32x4_mul(sv[h], d)));
+            }
+        }
+    }
+    let mut out = [[0f32; 8]; ROWS];
+    for r in 0..n {
+        for h in 0..2 {
+            let v = acc[r][h];
+            out[r][4 * h] = f32x4_extract_lane::<0>(v);
+            out[r][4 * h + 1] = f32x4_extract_lane::<1>(v);
+            out[r][4 * h + 2] = f32x4_extract_lane::<2>(v);
+            out[r][4 * h + 3] = f32x4_extract_lane::<3>(v);
+        }
+    }
+    out
+}
+
+pub fn dot_rows(w: &[u8], scales: &[f32], zps: Option<&[u8]>, acts: &[Act<'_>]) -> [f32; ROWS] {
+    let n = acts.len();
+    let mask = u8x16_splat(15);
+    let mut acc = [f32x4_splat(0.0); ROWS];
+    for (b, s) in scales.iter().enumerate() {
+        let zp = i8x16_splat(zps.map_or(8, |z| z[b]) as i8);
+        // SAFETY: `w` holds `scales.len()` blocks of 16 bytes.
+        let raw = unsafe { v128_load(w.as_ptr().add(b * BLOCK_BYTES) as *const v128) };
+        let lo = i8x16_sub(v128_and(raw, mask), zp);
+        let hi = i8x16_sub(u8x16_shr(raw, 4), zp);
+        let (lo0, lo1) = (i16x8_extend_low_i8x16(lo), i16x8_extend_high_i8x16(lo));
+        let (hi0, hi1) = (i16x8_extend_low_i8x16(hi), i16x8_extend_high_i8x16(hi));
+        for r in 0..n {
+            let (aq, ad) = acts[r];
+            // SAFETY: each activation row holds `scales.len()` blocks of 32.
+            let (a0, a1) = unsafe {
+                (
+                    v128_load(aq.as_ptr().add(b * BLOCK) as *const v128),
+                    v128_load(aq.as_ptr().add(b * BLOCK + BLOCK_BYTES) as *const v128),
+                )
+            };
+            let p = i32x4_add(
+                i32x4_add(
+                    i32x4_dot_i16x8(lo0, i16x8_extend_low_i8x16(a0)),
+                    i32x4_dot_i16x8(lo1, i16x8_extend_high_i8x16(a0)),
+                ),
+                i32x4_add(
+                    i32x4_dot_i16x8(hi0, i16x8_extend_low_i8x16(a1)),
+                    i32x4_dot_i16x8(hi1, i16x8_extend_high_i8x16(a1)),
+                ),
+            );
+            acc[r] = f32x4_add(
+                acc[r],
+                f32x4_mul(f32x4_convert_i32x4(p), f32x4_splat(s * ad[b])),
+            );
+        }
+    }
+    let mut out = [0f32; ROWS];
+    for r in 0..n {
+        let v = acc[r];
+        out[r] = f32x4_extract_lane::<0>(v)
+            + f32x4_extract_lane::<1>(v)
+            + f32x4_extract_lane::<2>(v)
+            + f32x4_extract_lane::<3>(v);
+    }
+    out
+}
