@@ -210,6 +210,32 @@ pub fn inline_bytes(t: &TensorProto) -> Option<Result<Vec<u8>, UnreadableDtype>>
     Some(Ok(out))
 }
 
+/// A node's attribute by name; the getters below read one field of it
+/// (surgery and our runtime read attributes the same way).
+fn attr<'n>(n: &'n NodeProto, key: &str) -> Option<&'n AttributeProto> {
+    n.attribute.iter().find(|a| a.name.as_deref() == Some(key))
+}
+
+pub fn attr_i(n: &NodeProto, key: &str) -> Option<i64> {
+    attr(n, key).and_then(|a| a.i)
+}
+
+pub fn attr_f(n: &NodeProto, key: &str) -> Option<f32> {
+    attr(n, key).and_then(|a| a.f)
+}
+
+pub fn attr_s<'n>(n: &'n NodeProto, key: &str) -> Option<&'n [u8]> {
+    attr(n, key).and_then(|a| a.s.as_deref())
+}
+
+pub fn attr_t<'n>(n: &'n NodeProto, key: &str) -> Option<&'n TensorProto> {
+    attr(n, key).and_then(|a| a.t.as_ref())
+}
+
+pub fn attr_ints(n: &NodeProto, key: &str) -> Option<Vec<i64>> {
+    attr(n, key).map(|a| a.ints.clone())
+}
+
 pub fn dtype_name(dt: i32) -> &'static str {
     match dt {
         dtype::FLOAT => "float32",

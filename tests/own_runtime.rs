@@ -475,6 +475,33 @@ fn graphs_it_cannot_compute_are_refused_by_name() {
         other => panic!("{other:?}"),
     }
 
+    // Gemma's activation: Gelu with approximate = "tanh" is computed; the
+    // exact (erf) form is a different function and is refused by name.
+    let gemma = model_path(GEMMA_Q4);
+    let gbytes = std::fs::read(gemma.join("model.onnx")).unwrap();
+    let mut m = ModelProto::decode(gbytes.as_slice()).unwrap();
+    let gelu = m
+        .graph
+        .as_mut()
+        .unwrap()
+        .node
+        .iter_mut()
+        .find(|n| n.op_type.as_deref() == Some("Gelu"))
+        .unwrap();
+    let gelu_name = gelu.name.clone().unwrap();
+    gelu.attribute
+        .iter_mut()
+        .find(|a| a.name.as_deref() == Some("approximate"))
+        .unwrap()
+        .s = Some(b"none".to_vec());
+    match load_err(&m.encode_to_vec(), &gemma, u64::MAX) {
+        KernelError::Unsupported { node, op, reason } => {
+            assert_eq!((node.as_str(), op.as_str()), (gelu_name.as_str(), "Gelu"));
+            assert!(reason.contains("approximate = \"none\""), "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+
     // Too large for the build: refused before a weight is copied, with the sizes.
     match load_err(&bytes, &dir, 1 << 20) {
         e @ KernelError::TooLarge { needed, limit } => {

@@ -158,14 +158,17 @@ async function load() {
     });
     const info = engine.info();
     const badge = $("badge");
-    badge.textContent = `${info.backend === "webgpu" ? "WebGPU" : "WASM"} · ${info.backendReason}`;
+    const label = { webgpu: "WebGPU", wasm: "WASM", cpu: "CPU" }[info.backend] ?? info.backend;
+    badge.textContent = `${label} · ${info.backendReason}`;
     badge.className = `badge ${info.backend}`;
     badge.hidden = false;
     badge.dataset.backend = info.backend;
     const d = info.readoutDefaults;
+    // What the engine got, not what was asked: the cpu backend runs one thread.
+    const ran = info.threads ?? threads;
     $("model-info").textContent = `${info.modelId} loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s; ` +
       `default readout ${d.mode}${d.mode === "cloze" ? ` · ${d.clozeScore}` : ""} · ${d.calibration} · ${d.prompt}; ` +
-      `letters read by ${info.readout}; exact run length ${info.runLimit} tokens; ${threads} thread${threads > 1 ? "s" : ""}.`;
+      `letters read by ${info.readout}; exact run length ${info.runLimit} tokens; ${ran} thread${ran > 1 ? "s" : ""}.`;
     for (const card of document.querySelectorAll(".criterion")) relabel(card);
     $("run").disabled = false;
     setStatus("ready", "ready");

@@ -285,12 +285,7 @@ pub fn node_name(n: &NodeProto) -> String {
         .unwrap_or_else(|| format!("<{}>", n.op_type.clone().unwrap_or_default()))
 }
 
-pub fn attr_i(n: &NodeProto, name: &str) -> Option<i64> {
-    n.attribute
-        .iter()
-        .find(|a| a.name.as_deref() == Some(name))
-        .and_then(|a| a.i)
-}
+pub use crate::onnx_pb::{attr_i, attr_ints};
 
 pub fn set_attr_i(n: &mut NodeProto, name: &str, v: i64) {
     if let Some(a) = n
@@ -300,13 +295,6 @@ pub fn set_attr_i(n: &mut NodeProto, name: &str, v: i64) {
     {
         a.i = Some(v);
     }
-}
-
-pub fn attr_ints(n: &NodeProto, name: &str) -> Option<Vec<i64>> {
-    n.attribute
-        .iter()
-        .find(|a| a.name.as_deref() == Some(name))
-        .map(|a| a.ints.clone())
 }
 
 /// Dims of a value info as text (`batch_size`, `151936`, `?`).

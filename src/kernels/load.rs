@@ -147,30 +147,4 @@ pub fn node_name(n: &NodeProto) -> String {
         .unwrap_or_else(|| n.output.first().cloned().unwrap_or_default())
 }
 
-pub fn attr_i(n: &NodeProto, key: &str) -> Option<i64> {
-    n.attribute
-        .iter()
-        .find(|a| a.name.as_deref() == Some(key))
-        .and_then(|a| a.i)
-}
-
-pub fn attr_f(n: &NodeProto, key: &str) -> Option<f32> {
-    n.attribute
-        .iter()
-        .find(|a| a.name.as_deref() == Some(key))
-        .and_then(|a| a.f)
-}
-
-pub fn attr_s<'n>(n: &'n NodeProto, key: &str) -> Option<&'n [u8]> {
-    n.attribute
-        .iter()
-        .find(|a| a.name.as_deref() == Some(key))
-        .and_then(|a| a.s.as_deref())
-}
-
-pub fn attr_t<'n>(n: &'n NodeProto, key: &str) -> Option<&'n TensorProto> {
-    n.attribute
-        .iter()
-        .find(|a| a.name.as_deref() == Some(key))
-        .and_then(|a| a.t.as_ref())
-}
+pub use crate::onnx_pb::{attr_f, attr_i, attr_s, attr_t};
