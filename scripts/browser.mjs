@@ -18,12 +18,17 @@ export async function start({ webgpu = true } = {}) {
   return { server, base, browser, close };
 }
 
-/** A page with `window.readout` (the diagnostics build) loaded through the import map. */
-export async function harness(ctx, log = []) {
+/**
+ * A page with `window.readout` (the diagnostics build) loaded through the
+ * import map; `build: "threads"` loads its threaded build; `isolated: false`
+ * serves the page without COOP/COEP.
+ */
+export async function harness(ctx, log = [], { build = "single", isolated = true } = {}) {
   const page = await ctx.browser.newPage();
   page.on("console", (m) => log.push(m.text()));
   page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
-  await page.goto(`${ctx.base}/scripts/harness.html`);
+  const query = build === "threads" ? "?build=threads" : "";
+  await page.goto(`${ctx.base}${isolated ? "" : "/plain"}/scripts/harness.html${query}`);
   await page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
   return page;
 }

@@ -4,7 +4,9 @@
 # and package.json with onnxruntime-web as a peer dependency. Then the same
 # crate with the `diagnostics` feature into pkg-diagnostics/: the benchmark
 # page and the browser tests load that build (its extra entry points are
-# not the product's API).
+# not the product's API). Each gets a threads/ beside it: the threaded
+# build (wasm atomics and shared memory, nightly with -Z build-std), which
+# only a cross-origin isolated page can instantiate.
 #   scripts/build_pkg.sh [--dev]   --dev: debug builds (faster to compile)
 # The tools come from scripts/setup.sh (main.sh and test.sh run it first);
 # this script checks for them and says what is missing rather than install.
@@ -20,25 +22,44 @@ if [ "$have_wb" != "$want_wb" ]; then
   log "wasm-bindgen $want_wb is needed (found: ${have_wb:-none}); run bash scripts/setup.sh"
   exit 1
 fi
+if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q "^rust-src"; then
+  log "the nightly toolchain with rust-src (for the threaded build) is missing; run bash scripts/setup.sh"
+  exit 1
+fi
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
   log "the wasm32-unknown-unknown target is missing; run bash scripts/setup.sh"
   exit 1
 fi
 
-# build OUT [FEATURES]: one wasm build into OUT.
+# THREAD_FLAGS: the threaded build's RUSTFLAGS (shared with the clippy gate).
+source scripts/thread_flags.sh
+
+# build OUT FEATURES single|threads: one wasm build into OUT (threads: into OUT/threads).
 build() {
-  local out=$1 features=${2:-}
+  local out=$1 features=$2 kind=$3
   local flags=()
   [ "$profile" = release ] && flags+=(--release)
-  # One target dir for both: the feature changes only this crate, so each
-  # build recompiles it alone.
   [ -n "$features" ] && flags+=(--features "$features")
-  log "$out: cargo build --target wasm32-unknown-unknown --lib (${profile}${features:+, features $features})"
-  cargo build --locked --target wasm32-unknown-unknown --lib "${flags[@]}" >&2
-  local wasm="target/wasm32-unknown-unknown/$profile/readout.wasm"
+  local dir=target cargo=(cargo)
+  if [ "$kind" = threads ]; then
+    # Its own target dir: different flags would otherwise rebuild the other's.
+    dir=target/threads
+    cargo=(cargo +nightly)
+    flags+=(-Z build-std=panic_abort,std --target-dir "$dir")
+    out="$out/threads"
+  fi
+  log "$out: cargo build --target wasm32-unknown-unknown --lib (${profile}${features:+, features $features}, $kind)"
+  if [ "$kind" = threads ]; then
+    RUSTFLAGS="$THREAD_FLAGS" "${cargo[@]}" build --locked --target wasm32-unknown-unknown --lib "${flags[@]}" >&2
+  else
+    "${cargo[@]}" build --locked --target wasm32-unknown-unknown --lib "${flags[@]}" >&2
+  fi
+  local wasm="$dir/wasm32-unknown-unknown/$profile/readout.wasm"
   local tmp="$out.tmp"
   rm -rf "$tmp" && mkdir -p "$tmp"
-  if command -v wasm-opt >/dev/null && [ "$profile" = release ]; then
+  # Not on the threaded build: wasm-bindgen 0.2.130 then panics ("failed to
+  # find `0` in function table"), so that build ships unoptimised by binaryen.
+  if command -v wasm-opt >/dev/null && [ "$profile" = release ] && [ "$kind" = single ]; then
     # Before wasm-bindgen: Debian's binaryen 108 run on wasm-bindgen's output
     # breaks its externref table ("WebAssembly.Table.set(): Argument 1 is invalid").
     log "wasm-opt -Oz"
@@ -48,8 +69,9 @@ build() {
   fi
   wasm-bindgen --target web --out-dir "$tmp" --out-name readout "$wasm"
   rm -f "$tmp/opt.wasm"
-  version=$(awk -F'"' '/^version = /{print $2; exit}' Cargo.toml)
-  cat > "$tmp/package.json" <<JSON
+  if [ "$kind" = single ]; then
+    version=$(awk -F'"' '/^version = /{print $2; exit}' Cargo.toml)
+    cat > "$tmp/package.json" <<JSON
 {
   "name": "readout",
   "version": "$version",
@@ -59,13 +81,21 @@ build() {
   "main": "readout.js",
   "module": "readout.js",
   "types": "readout.d.ts",
-  "files": ["readout.js", "readout.d.ts", "readout_bg.wasm", "readout_bg.wasm.d.ts", "snippets"],
+  "exports": {
+    ".": { "types": "./readout.d.ts", "default": "./readout.js" },
+    "./threads": { "types": "./threads/readout.d.ts", "default": "./threads/readout.js" },
+    "./select": { "types": "./select.d.ts", "default": "./select.js" }
+  },
+  "files": ["readout.js", "readout.d.ts", "readout_bg.wasm", "readout_bg.wasm.d.ts", "snippets", "threads", "select.js", "select.d.ts"],
   "sideEffects": false,
   "peerDependencies": { "onnxruntime-web": "1.30.0" }
 }
 JSON
-  # The package's README is written for npm users, not the repository's.
-  cp docs/npm-README.md "$tmp/README.md"
+    # The package's README is written for npm users, not the repository's.
+    cp docs/npm-README.md "$tmp/README.md"
+    # Which build a page can run, asked before loading either.
+    cp src/bindings/select.js src/bindings/select.d.ts "$tmp/"
+  fi
   # Only the folder this script writes is replaced.
   rm -rf "$out" && mv "$tmp" "$out"
   local raw gz
@@ -74,5 +104,8 @@ JSON
   log "$out/readout_bg.wasm: $raw bytes raw, $gz gzipped"
 }
 
-build pkg
-build pkg-diagnostics diagnostics
+# The single-thread build replaces OUT whole, so the threaded one follows it.
+build pkg "" single
+build pkg "" threads
+build pkg-diagnostics diagnostics single
+build pkg-diagnostics diagnostics threads

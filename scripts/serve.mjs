@@ -1,6 +1,7 @@
 // A static server for the browser pages and tests: the repository root,
 // with the headers that make a page cross-origin isolated (COOP/COEP), so
-// onnxruntime-web's WASM backend can use threads.
+// onnxruntime-web's WASM backend and our threaded build can use threads;
+// under /plain/ the same files come without them.
 //   node scripts/serve.mjs [port]      (prints the URL)
 import { createServer } from "node:http";
 import { createReadStream, statSync } from "node:fs";
@@ -24,7 +25,11 @@ const TYPES = {
 
 export function serve(port = 0, root = ROOT) {
   const server = createServer((req, res) => {
-    const path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+    let path = decodeURIComponent(new URL(req.url, "http://x").pathname);
+    // /plain/...: the same file without COOP/COEP, for the tests of a page
+    // that is not cross-origin isolated.
+    const plain = path.startsWith("/plain/");
+    if (plain) path = path.slice("/plain".length);
     let file = normalize(join(root, path));
     if (!file.startsWith(root)) {
       res.writeHead(403).end("outside the root");
@@ -41,11 +46,13 @@ export function serve(port = 0, root = ROOT) {
       res.writeHead(404, { "Content-Type": "text/plain" }).end(`not found: ${path}`);
       return;
     }
+    const isolate = plain
+      ? {}
+      : { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp" };
     res.writeHead(200, {
       "Content-Type": TYPES[extname(file)] ?? "application/octet-stream",
       "Content-Length": st.size,
-      "Cross-Origin-Opener-Policy": "same-origin",
-      "Cross-Origin-Embedder-Policy": "require-corp",
+      ...isolate,
       "Cross-Origin-Resource-Policy": "same-origin",
       "Cache-Control": "no-store",
     });

@@ -102,6 +102,14 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 
+# The threaded browser build (scripts/build_pkg.sh) needs wasm atomics, which
+# only a nightly toolchain with the standard library's source can build
+# (`-Z build-std`); the stable toolchain builds everything else.
+if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q "^rust-src"; then
+  log "rustup toolchain install nightly --profile minimal --component rust-src"
+  rustup toolchain install nightly --profile minimal --component rust-src >&2
+fi
+
 # wasm-bindgen CLI at the exact version of the crate in Cargo.lock. Not
 # --locked: the CLI's own lock pins a webpki-roots release the registry no
 # longer serves (measured 2026-11-29).

@@ -16,11 +16,15 @@ bash scripts/setup.sh --python --disk-gb 4
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/readout-xdg-$(id -u)}"
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 
-echo "[test] gates: cargo fmt --check, clippy -D warnings (native and wasm32)" >&2
+echo "[test] gates: cargo fmt --check, clippy -D warnings (native, wasm32 and the threaded wasm32 build)" >&2
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
 cargo clippy --locked --target wasm32-unknown-unknown --lib -- -D warnings
 cargo clippy --locked --target wasm32-unknown-unknown --lib --features diagnostics -- -D warnings
+# The threaded build compiles code (the worker pool) no other gate sees.
+source scripts/thread_flags.sh
+RUSTFLAGS="$THREAD_FLAGS" cargo +nightly clippy --locked --target wasm32-unknown-unknown --lib \
+  --features diagnostics -Z build-std=panic_abort,std --target-dir target/threads -- -D warnings
 node bench/readme.mjs --check
 
 echo "[test] cargo test" >&2

@@ -2,6 +2,13 @@
 //! cache, and answers multiple-choice criteria from the answer letters'
 //! next-token logits. See ARCHITECTURE.md.
 
+// The threaded browser build (nightly, `-Z build-std`) parks its workers
+// with `memory.atomic.wait32`, which core exposes behind this feature.
+#![cfg_attr(
+    all(target_arch = "wasm32", target_feature = "atomics"),
+    feature(stdarch_wasm_atomic_wait)
+)]
+
 pub mod core;
 pub mod engine;
 pub mod gpu;

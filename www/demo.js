@@ -6,7 +6,15 @@
 // backend=auto|webgpu|wasm|cpu, autoload=0 to wait for the Load button,
 // mode=letters|cloze:sum|cloze:mean, calibration=none|content-free,
 // prompt=plain|chat (unset: the model's default from models.json).
-import init, { Engine, defaultThreads, limits } from "/pkg/readout.js";
+// The threaded build (our kernels on Web Workers) where the page can run it
+// (cross-origin isolated, with shared memory and relaxed SIMD), else the
+// single-thread build; engine.info().runtime says which and why.
+import { threadedBuild } from "/pkg/select.js";
+
+const BUILD = threadedBuild();
+const { default: init, Engine, defaultThreads, limits } = await import(
+  BUILD.usable ? "/pkg/threads/readout.js" : "/pkg/readout.js"
+);
 
 const ORT_BASE = "/node_modules/onnxruntime-web/dist/";
 // The stock graph: its models.json entry names the best measured readout
@@ -164,11 +172,12 @@ async function load() {
     badge.hidden = false;
     badge.dataset.backend = info.backend;
     const d = info.readoutDefaults;
-    // What the engine got, not what was asked: the cpu backend runs one thread.
+    // What the engine got, not what was asked (the single-thread build runs one).
     const ran = info.threads ?? threads;
     $("model-info").textContent = `${info.modelId} loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s; ` +
       `default readout ${d.mode}${d.mode === "cloze" ? ` · ${d.clozeScore}` : ""} · ${d.calibration} · ${d.prompt}; ` +
-      `letters read by ${info.readout}; exact run length ${info.runLimit} tokens; ${ran} thread${ran > 1 ? "s" : ""}.`;
+      `letters read by ${info.readout}; exact run length ${info.runLimit} tokens; ${ran} thread${ran > 1 ? "s" : ""}; ` +
+      `${BUILD.usable ? "threaded" : "single-thread"} build (${BUILD.why}).`;
     for (const card of document.querySelectorAll(".criterion")) relabel(card);
     $("run").disabled = false;
     setStatus("ready", "ready");

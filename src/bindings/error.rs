@@ -35,6 +35,14 @@ pub enum LoadError {
     },
     #[error("{0}")]
     OnnxRuntimeWeb(JsFailure),
+    /// The threaded build's kernel workers did not all start.
+    #[cfg_attr(not(target_feature = "atomics"), allow(dead_code))]
+    #[error("threads: {asked} asked, {started} started: {failure}")]
+    Workers {
+        asked: usize,
+        started: usize,
+        failure: JsFailure,
+    },
     #[error(transparent)]
     Core(#[from] CoreError),
     #[error(transparent)]
@@ -82,6 +90,7 @@ impl LoadError {
             }
             Self::NotUtf8 { file, .. } => i("model_file").field(file.clone()),
             Self::Entry { .. } => i("catalog").field("models.json"),
+            Self::Workers { started, .. } => i("workers").field("threads").limit(started + 1),
             Self::EntryReadout { .. } => i("catalog").field("models.json"),
             Self::OnnxRuntimeWeb(_) => i("runtime_library"),
             Self::Core(e) => e.info(),

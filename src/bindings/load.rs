@@ -63,6 +63,17 @@ pub struct LoadedFile {
     pub sha256_checked: bool,
 }
 
+/// `defaultThreads` for this page (a window or a worker).
+#[cfg_attr(not(target_feature = "atomics"), allow(dead_code))]
+fn page_threads() -> u32 {
+    let global = js_sys::global();
+    let cores = ort::get(&ort::get(&global, "navigator"), "hardwareConcurrency")
+        .as_f64()
+        .unwrap_or(1.0);
+    let isolated = ort::get(&global, "crossOriginIsolated").is_truthy();
+    super::limits::default_threads(cores, isolated)
+}
+
 fn configure_ort(ort: &Ort, opts: &LoadOptions) {
     let wasm = ort::get(&ort.env(), "wasm");
     if let Some(base) = &opts.ort_base {
@@ -178,11 +189,25 @@ pub async fn load(
                     .find(|(n, _)| n == loc)
                     .map(|(_, b)| b.as_slice())
             };
+            // The threaded build defaults to the page's cores (up to four),
+            // as the WASM backend does; the single-thread build runs one.
+            let threads = opts.threads.map_or_else(
+                || {
+                    if cfg!(target_feature = "atomics") {
+                        page_threads() as usize
+                    } else {
+                        1
+                    }
+                },
+                |t| t as usize,
+            );
+            #[cfg(target_feature = "atomics")]
+            super::threads::ensure(threads).await?;
             let rt = OwnRuntime::load(
                 &graph,
                 &lookup,
                 &OwnOptions {
-                    threads: opts.threads.map_or(1, |t| t as usize),
+                    threads,
                     precision: crate::kernels::Precision::Int8,
                     pack: opts.pack_branches.unwrap_or(true),
                 },

@@ -18,6 +18,8 @@ mod interop;
 mod limits;
 mod load;
 mod options;
+#[cfg(target_feature = "atomics")]
+mod threads;
 mod ts_types;
 
 use std::cell::Cell;

@@ -12,11 +12,13 @@ mod program;
 pub mod q4;
 pub mod simd;
 mod tensor;
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+pub mod workers;
 
 pub use attention::Pack;
 pub use error::{KernelError, OpError};
 pub use load::External;
-pub use par::Pool;
+pub use par::{Pool, BUILD};
 pub use program::Program;
 pub use q4::Precision;
 pub use tensor::{Data, Value};

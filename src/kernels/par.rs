@@ -1,48 +1,92 @@
 //! Work splitting. Natively a rayon pool of the runtime's own size (so a
-//! benchmark's "2 threads" is 2, whatever the machine); on wasm32 the work
-//! runs on the calling thread (the threaded browser build is not made yet).
+//! benchmark's "2 threads" is 2, whatever the machine). On wasm32 the
+//! threaded build (`atomics`) splits over the page's Web Workers
+//! (`workers.rs`); the single-thread build runs the work on the caller.
 
 use super::KernelError;
 
 pub struct Pool {
     threads: usize,
+    /// Why `threads` is what it is (the browser builds report it).
+    why: String,
     #[cfg(not(target_arch = "wasm32"))]
     pool: Option<rayon::ThreadPool>,
 }
 
+/// How the build can split work, for `engine.info()`.
+pub const BUILD: &str = if cfg!(not(target_arch = "wasm32")) {
+    "native"
+} else if cfg!(target_feature = "atomics") {
+    "threaded"
+} else {
+    "single-thread"
+};
+
 impl Pool {
     /// `threads` ≥ 1; 1 means no pool at all.
     pub fn new(threads: usize) -> Result<Self, KernelError> {
+        let asked = threads.max(1);
         #[cfg(not(target_arch = "wasm32"))]
         {
-            let threads = threads.max(1);
-            let pool = if threads > 1 {
+            let pool = if asked > 1 {
                 Some(
                     rayon::ThreadPoolBuilder::new()
-                        .num_threads(threads)
+                        .num_threads(asked)
                         .thread_name(|i| format!("readout-kernels-{i}"))
                         .build()
                         .map_err(|e| KernelError::Threads {
-                            threads,
+                            threads: asked,
                             reason: e.to_string(),
                         })?,
                 )
             } else {
                 None
             };
-            Ok(Self { threads, pool })
+            Ok(Self {
+                threads: asked,
+                why: format!("{asked} asked"),
+                pool,
+            })
         }
-        #[cfg(target_arch = "wasm32")]
+        #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
         {
-            // One thread until the threaded build exists; the caller's count
-            // is reported as what it got, not what it asked for.
-            let _ = threads;
-            Ok(Self { threads: 1 })
+            // The bindings start the workers before the runtime loads; a
+            // worker that did not start is reported, not waited for.
+            let have = super::workers::started() + 1;
+            let threads = asked.min(have);
+            let workers = |n: usize| format!("{n} worker{}", if n == 1 { "" } else { "s" });
+            let why = if threads == asked {
+                format!("{asked} asked: this thread and {}", workers(threads - 1))
+            } else {
+                format!(
+                    "{asked} asked, {have} running: only {} started",
+                    workers(have - 1)
+                )
+            };
+            Ok(Self { threads, why })
+        }
+        #[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
+        {
+            // The caller's count is reported as what it got, not what it
+            // asked for.
+            let why = if asked == 1 {
+                "1 asked".to_string()
+            } else {
+                format!(
+                    "{asked} asked: this is the single-thread build (threads need the \
+                     threaded build, on a cross-origin isolated page)"
+                )
+            };
+            Ok(Self { threads: 1, why })
         }
     }
 
     pub fn threads(&self) -> usize {
         self.threads
+    }
+
+    pub fn why(&self) -> &str {
+        &self.why
     }
 
     /// Calls `f(index, chunk)` for each `chunk`-long piece of `data`, in
@@ -63,8 +107,67 @@ impl Pool {
             });
             return;
         }
+        #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+        if self.threads > 1
+            && data.len() > chunk
+            && shared::chunks_mut(self.threads - 1, data, chunk, &f)
+        {
+            return;
+        }
         for (i, c) in data.chunks_mut(chunk).enumerate() {
             f(i, c);
+        }
+    }
+}
+
+/// `chunks_mut` over the workers: the job is a pointer to this frame's
+/// `Job`, which outlives the call because `workers::run` returns only
+/// when every chunk is done.
+#[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+mod shared {
+    use super::super::workers;
+
+    struct Job<'a, T, F> {
+        data: *mut T,
+        len: usize,
+        chunk: usize,
+        f: &'a F,
+    }
+
+    /// # Safety
+    /// `ctx` points at a live `Job<T, F>`, and each `index` is run once.
+    unsafe fn run_chunk<T, F: Fn(usize, &mut [T])>(ctx: usize, index: usize) {
+        // SAFETY: per the contract above.
+        let job = unsafe { &*(ctx as *const Job<'_, T, F>) };
+        let start = index * job.chunk;
+        let end = (start + job.chunk).min(job.len);
+        // SAFETY: chunks are disjoint ranges of one live `&mut [T]`.
+        let piece = unsafe { std::slice::from_raw_parts_mut(job.data.add(start), end - start) };
+        (job.f)(index, piece);
+    }
+
+    pub fn chunks_mut<T: Send, F: Fn(usize, &mut [T]) + Sync>(
+        workers: usize,
+        data: &mut [T],
+        chunk: usize,
+        f: &F,
+    ) -> bool {
+        let job = Job {
+            data: data.as_mut_ptr(),
+            len: data.len(),
+            chunk,
+            f,
+        };
+        let count = data.len().div_ceil(chunk);
+        // SAFETY: `run_chunk::<T, F>` matches `job`, which lives until
+        // `run` returns; T: Send and F: Sync make the cross-thread use sound.
+        unsafe {
+            workers::run(
+                count,
+                workers,
+                run_chunk::<T, F>,
+                &job as *const Job<'_, T, F> as usize,
+            )
         }
     }
 }

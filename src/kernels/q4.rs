@@ -184,7 +184,10 @@ impl Q4Matrix {
             zero_points,
             packed: None,
         };
-        if matches!(simd::detect(), simd::Kernel::Avx2 | simd::Kernel::Simd128) {
+        if matches!(
+            simd::detect(),
+            simd::Kernel::Avx2 | simd::Kernel::Simd128 | simd::Kernel::RelaxedSimd
+        ) {
             m.packed = Some(m.pack8());
         }
         Ok(m)

@@ -14,6 +14,9 @@ pub enum Kernel {
     Scalar,
     Avx2,
     Simd128,
+    /// SIMD128 with relaxed SIMD's integer dot product (the threaded build).
+    #[serde(rename = "relaxed-simd")]
+    RelaxedSimd,
 }
 
 impl Kernel {
@@ -22,6 +25,7 @@ impl Kernel {
             Self::Scalar => "scalar",
             Self::Avx2 => "avx2",
             Self::Simd128 => "simd128",
+            Self::RelaxedSimd => "relaxed-simd",
         }
     }
 }
@@ -41,7 +45,17 @@ pub fn detect() -> Kernel {
                 return Kernel::Avx2;
             }
         }
-        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        // wasm cannot test for an instruction set at run time (a module
+        // that uses one fails to validate without it), so the build says.
+        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        {
+            return Kernel::RelaxedSimd;
+        }
+        #[cfg(all(
+            target_arch = "wasm32",
+            target_feature = "simd128",
+            not(target_feature = "relaxed-simd")
+        ))]
         {
             return Kernel::Simd128;
         }
@@ -64,7 +78,7 @@ pub fn dot_rows(
         // SAFETY: `detect` returned Avx2 only where avx2 and fma are present.
         Kernel::Avx2 => unsafe { avx2::dot_rows(w, scales, zps, acts) },
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        Kernel::Simd128 => wasm::dot_rows(w, scales, zps, acts),
+        Kernel::Simd128 | Kernel::RelaxedSimd => wasm::dot_rows(w, scales, zps, acts),
         _ => scalar(w, scales, zps, acts),
     }
 }

@@ -63,6 +63,10 @@ pub struct OwnInfo {
     pub kernel: simd::Kernel,
     pub precision: Precision,
     pub threads: usize,
+    /// How this build splits work: `native`, `threaded` or `single-thread`.
+    pub build: &'static str,
+    /// Why `threads` is what it is (what was asked, what started).
+    pub threads_why: String,
     pub weight_bytes: usize,
     /// A packed pass's budget, when this graph and these options pack.
     pub pack: Option<PackBudget>,
@@ -184,6 +188,8 @@ impl OwnRuntime {
             },
             precision: self.precision,
             threads: self.pool.threads(),
+            build: crate::kernels::BUILD,
+            threads_why: self.pool.why().to_string(),
             weight_bytes: self.program.weight_bytes,
             pack: self.branch_budget(),
             forwards: self.forwards,

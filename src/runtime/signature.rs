@@ -141,10 +141,11 @@ impl Signature {
             if !has(&inputs, &pair.past_key) {
                 break;
             }
-            for n in [&pair.past_value] {
-                if !has(&inputs, n) {
-                    return Err(RuntimeError::Signature(format!("input {n} is missing")));
-                }
+            if !has(&inputs, &pair.past_value) {
+                return Err(RuntimeError::Signature(format!(
+                    "input {} is missing",
+                    pair.past_value
+                )));
             }
             for n in [&pair.present_key, &pair.present_value] {
                 if !has(&outputs, n) {

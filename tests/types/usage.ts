@@ -4,8 +4,18 @@
 import init, { Engine, State, defaultThreads, limits } from "../../pkg/readout.js";
 import * as pkg from "../../pkg/readout.js";
 import type { Decision, EngineInfo, Limits, ReadoutError, ScoreOptions } from "../../pkg/readout.js";
+import * as threaded from "../../pkg/threads/readout.js";
+import { threadedBuild } from "../../pkg/select.js";
 
 export async function usage(): Promise<number> {
+  // Either build, one API.
+  const build = threadedBuild();
+  const why: string = build.why;
+  const lib = build.usable ? threaded : pkg;
+  await lib.default();
+  const either: EngineInfo = (await lib.Engine.load("/m/", { backend: "cpu" })).info();
+  // @ts-expect-error: usable is a boolean
+  const word: string = build.usable;
   await init();
   const l: Limits = limits();
   const most: number = l.maxOptions.cloze + l.maxOptions.letters + l.minOptions + l.letters.length;

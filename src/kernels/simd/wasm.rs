@@ -1,4 +1,5 @@
-//! The wasm32 SIMD128 kernels (the build enables simd128 for every browser it targets).
+//! The wasm32 SIMD128 kernels (the build enables simd128 for every browser it
+//! targets), and the relaxed-SIMD dot product where the build enables it.
 
 use super::{Act, ActSums, BLOCK, BLOCK_BYTES, ROWS};
 use core::arch::wasm32::*;
@@ -9,6 +10,7 @@ use core::arch::wasm32::*;
 /// weight vector holds 4 rows × 4 bytes, the activations' 4 bytes are
 /// splat across it, and the 16-bit sums of a block stay below
 /// 4 · 2 · 15 · 127 = 15,240.
+#[cfg(not(target_feature = "relaxed-simd"))]
 pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
     let n = acts.len();
     let blocks = scales.len() / 8;
@@ -97,6 +99,87 @@ pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -
             let d = f32x4_splat(ad[b]);
             for h in 0..2 {
                 let exact = f32x4_sub(f32x4_convert_i32x4(ints[h]), f32x4_mul(zv[h], sum));
+                acc[r][h] = f32x4_add(acc[r][h], f32x4_mul(exact, f32x4_mul(sv[h], d)));
+            }
+        }
+    }
+    let mut out = [[0f32; 8]; ROWS];
+    for r in 0..n {
+        for h in 0..2 {
+            let v = acc[r][h];
+            out[r][4 * h] = f32x4_extract_lane::<0>(v);
+            out[r][4 * h + 1] = f32x4_extract_lane::<1>(v);
+            out[r][4 * h + 2] = f32x4_extract_lane::<2>(v);
+            out[r][4 * h + 3] = f32x4_extract_lane::<3>(v);
+        }
+    }
+    out
+}
+
+/// The relaxed-SIMD build's `group_rows` (the threaded build: every browser
+/// with wasm threads in Chromium's line has relaxed SIMD since 114). One
+/// `i32x4.relaxed_dot_i8x16_i7x16_add` multiplies 4 rows × 4 bytes with the
+/// activations' 4 bytes and adds each row's four products into its i32 lane,
+/// where SIMD128 needs two extmuls, adds and a pairwise widening. The nibbles
+/// (0..15) are valid 7-bit operands, and a pair's sum (at most 2 · 15 · 128)
+/// fits the 16 bits an implementation may keep in between, so the result is
+/// exact on every implementation the proposal allows.
+#[cfg(target_feature = "relaxed-simd")]
+pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+    let n = acts.len();
+    let blocks = scales.len() / 8;
+    let mask = u8x16_splat(15);
+    let zero = i32x4_splat(0);
+    let mut acc = [[f32x4_splat(0.0); 2]; ROWS];
+    for b in 0..blocks {
+        let mut ints = [[zero; 2]; ROWS];
+        for j in 0..4 {
+            // SAFETY: `w` holds `blocks` blocks of 4 steps of 32 bytes.
+            let (w0, w1) = unsafe {
+                let p = w.as_ptr().add((b * 4 + j) * 32);
+                (
+                    v128_load(p as *const v128),
+                    v128_load(p.add(16) as *const v128),
+                )
+            };
+            let (lo0, hi0) = (v128_and(w0, mask), u8x16_shr(w0, 4));
+            let (lo1, hi1) = (v128_and(w1, mask), u8x16_shr(w1, 4));
+            for r in 0..n {
+                // SAFETY: each activation row holds `blocks` blocks of 32.
+                let (alo, ahi) = unsafe {
+                    let p = acts[r].0.as_ptr().add(b * BLOCK + 4 * j);
+                    (
+                        i32x4_splat((p as *const i32).read_unaligned()),
+                        i32x4_splat((p.add(BLOCK_BYTES) as *const i32).read_unaligned()),
+                    )
+                };
+                let s = &mut ints[r];
+                s[0] = i32x4_relaxed_dot_i8x16_i7x16_add(alo, lo0, s[0]);
+                s[0] = i32x4_relaxed_dot_i8x16_i7x16_add(ahi, hi0, s[0]);
+                s[1] = i32x4_relaxed_dot_i8x16_i7x16_add(alo, lo1, s[1]);
+                s[1] = i32x4_relaxed_dot_i8x16_i7x16_add(ahi, hi1, s[1]);
+            }
+        }
+        // SAFETY: 8 scales and 8 zero points per block.
+        let (sv, zv) = unsafe {
+            let (s, z) = (scales.as_ptr().add(b * 8), zps.as_ptr().add(b * 8));
+            (
+                [
+                    v128_load(s as *const v128),
+                    v128_load(s.add(4) as *const v128),
+                ],
+                [
+                    v128_load(z as *const v128),
+                    v128_load(z.add(4) as *const v128),
+                ],
+            )
+        };
+        for r in 0..n {
+            let (_, ad, asum) = acts[r];
+            let sum = f32x4_splat(asum[b] as f32);
+            let d = f32x4_splat(ad[b]);
+            for h in 0..2 {
+                let exact = f32x4_sub(f32x4_convert_i32x4(ints[r][h]), f32x4_mul(zv[h], sum));
                 acc[r][h] = f32x4_add(acc[r][h], f32x4_mul(exact, f32x4_mul(sv[h], d)));
             }
         }

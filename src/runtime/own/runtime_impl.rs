@@ -142,7 +142,7 @@ impl Runtime for OwnRuntime {
     fn describe(&self) -> String {
         let i = self.info();
         format!(
-            "readout kernels ({} activations, {} kernel, {} thread{}), {}",
+            "readout kernels ({} activations, {} kernel, {} thread{}), {}; {} build, {}",
             match i.precision {
                 Precision::F32 => "float32",
                 Precision::Int8 => "int8",
@@ -150,7 +150,9 @@ impl Runtime for OwnRuntime {
             i.kernel.name(),
             i.threads,
             if i.threads == 1 { "" } else { "s" },
-            self.label
+            self.label,
+            i.build,
+            i.threads_why
         )
     }
 }

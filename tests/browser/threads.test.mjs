@@ -1,0 +1,134 @@
+// The threaded browser build of our runtime (pkg-diagnostics/threads: wasm
+// atomics, shared memory, kernel Web Workers) in a real headless Chromium on
+// a cross-origin isolated page, against the single-thread build on the same
+// page server: the split work must not change a bit of any decision.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { fixture, harness, ROOT, start, TINY } from "./lib.mjs";
+
+let ctx;
+before(async () => {
+  ctx = await start({ webgpu: false });
+});
+after(() => ctx?.close());
+
+/** Loads the tiny model on the cpu backend in a fresh page of `build`, scores `states`. */
+async function score(build, states, threads) {
+  const log = [];
+  const page = await harness(ctx, log, { build });
+  try {
+    return await page.evaluate(
+      async ({ source, states, threads }) => {
+        const { Engine } = window.readout;
+        const engine = await Engine.load(source, { backend: "cpu", ...(threads ? { threads } : {}) });
+        const decisions = [];
+        const t0 = performance.now();
+        for (const s of states) {
+          const state = await engine.prefill(s);
+          for (const d of await state.scoreAll(s.criteria)) decisions.push([`${s.id}/${d.id}`, d.probs.map((p) => p.p)]);
+          await state.dispose();
+        }
+        const ms = performance.now() - t0;
+        const info = engine.info();
+        await engine.dispose();
+        return { decisions, info, ms, isolated: self.crossOriginIsolated };
+      },
+      { source: `/models/${TINY}/`, states, threads },
+    );
+  } catch (e) {
+    throw new Error(`${e.message}\n${log.join("\n")}`);
+  } finally {
+    await page.close();
+  }
+}
+
+test("threaded build: 2 threads on the relaxed-SIMD kernel give the single-thread SIMD128 build's decisions bit for bit, and say how they run", async () => {
+  const states = fixture();
+  const one = await score("single", states, 2);
+  const two = await score("threads", states, 2);
+  assert.equal(two.isolated, true);
+  assert.match(one.info.runtime, /1 thread\).*single-thread build, 2 asked: this is the single-thread build/);
+  assert.match(two.info.runtime, /^readout kernels \(int8 activations, relaxed-simd kernel, 2 threads\).*threaded build, 2 asked: this thread and 1 worker\b/);
+  assert.equal(two.info.threads, 2);
+  assert.equal(two.decisions.length, 89);
+  const single = new Map(one.decisions);
+  for (const [key, probs] of two.decisions) assert.deepEqual(probs, single.get(key), key);
+  console.log(`# threaded build: 89 criteria identical to the single-thread build; ${two.ms.toFixed(0)} ms at 2 threads, ${one.ms.toFixed(0)} ms at 1`);
+});
+
+test("threaded build: the relaxed-SIMD kernel equals the scalar reference inside the browser", async () => {
+  const page = await harness(ctx, [], { build: "threads" });
+  try {
+    const r = await page.evaluate(async () => {
+      const { kernelSelfTest } = await import("/pkg-diagnostics/readout.js");
+      return kernelSelfTest();
+    });
+    console.log(`# kernel self-test, threaded build: ${r.kernel}, worst relative difference ${r.worst.toExponential(2)}`);
+    assert.equal(r.kernel, "relaxed-simd");
+    assert.ok(r.worst <= 1e-5, `worst ${r.worst}`);
+  } finally {
+    await page.close();
+  }
+});
+
+test("threaded build: the default is the page's cores up to four, and threads: 1 runs no worker", async () => {
+  const states = fixture().slice(0, 1);
+  const dflt = await score("threads", states);
+  const cores = await (async () => {
+    const page = await harness(ctx, [], { build: "threads" });
+    try {
+      return await page.evaluate(() => Math.min(navigator.hardwareConcurrency, 4));
+    } finally {
+      await page.close();
+    }
+  })();
+  assert.equal(dflt.info.threads, cores);
+  const single = await score("threads", states, 1);
+  assert.equal(single.info.threads, 1);
+  assert.match(single.info.runtime, /1 thread\).*threaded build, 1 asked: this thread and 0 workers/);
+  assert.deepEqual(single.decisions, dflt.decisions);
+});
+
+test("a page that is not cross-origin isolated: select.js says the threaded build cannot run and why, and the single-thread build runs one thread and says why", async () => {
+  const ask = async (isolated) => {
+    const page = await harness(ctx, [], { isolated });
+    try {
+      return await page.evaluate(async (source) => {
+        const { threadedBuild } = await import("/pkg/select.js");
+        const build = threadedBuild();
+        let info = null;
+        if (!self.crossOriginIsolated) {
+          const engine = await window.readout.Engine.load(source, { backend: "cpu", threads: 2 });
+          info = engine.info();
+          await engine.dispose();
+        }
+        return { build, info, isolated: self.crossOriginIsolated };
+      }, `/models/${TINY}/`);
+    } finally {
+      await page.close();
+    }
+  };
+  const yes = await ask(true);
+  assert.equal(yes.isolated, true);
+  assert.deepEqual(yes.build, { usable: true, why: "cross-origin isolated, with shared memory and relaxed SIMD" });
+  const no = await ask(false);
+  assert.equal(no.isolated, false);
+  assert.equal(no.build.usable, false);
+  assert.match(no.build.why, /not cross-origin isolated.*Cross-Origin-Opener-Policy/);
+  assert.equal(no.info.threads, 1);
+  assert.match(no.info.runtime, /single-thread build, 2 asked: this is the single-thread build \(threads need the threaded build, on a cross-origin isolated page\)/);
+});
+
+test("select.js tells a WebAssembly without relaxed SIMD from one with it (node's V8, the feature switched off and on)", () => {
+  // Chromium has relaxed SIMD, so the other answer is shown on Node's V8
+  // (the same engine) with the feature's flag; the page is taken as isolated.
+  const ask = (flag) =>
+    JSON.parse(
+      execFileSync(process.execPath, [flag, "--input-type=module", "-e",
+        `globalThis.crossOriginIsolated = true; const { threadedBuild } = await import("${ROOT}/pkg/select.js"); console.log(JSON.stringify(threadedBuild()));`,
+      ], { encoding: "utf8" }),
+    );
+  assert.deepEqual(ask("--no-experimental-wasm-relaxed-simd"), { usable: false, why: "this browser's WebAssembly lacks relaxed SIMD or shared memory" });
+  assert.equal(ask("--experimental-wasm-relaxed-simd").usable, true);
+});
