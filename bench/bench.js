@@ -6,7 +6,7 @@
 //
 // Query: model=<base id under /models/> backend=wasm|webgpu variants=stock,trimmed,pruned
 //   lengths=1,8,16,32,64,96 runs=5 warmup=1 prefix=256 options=4 threads=N
-//   transformers=1 mass=1 modes=1 autorun=1
+//   transformers=1 mass=1 modes=1 autorun=1 build=single|threads (index.html's import map)
 // When done: window.benchResult (the JSON) and window.benchDone = true.
 import init from "/pkg-diagnostics/readout.js";
 import { $, config, log, q, status } from "./common.js";
@@ -37,7 +37,7 @@ async function runAll(cfg) {
   const result = {
     benchmark: "logit_cost", page: "bench/", date: new Date().toISOString().slice(0, 10),
     browser: navigator.userAgent, adapter, emulated, shader_f16: adapter ? adapter.features.includes("shader-f16") : null,
-    cross_origin_isolated: self.crossOriginIsolated, threads: cfg.threads,
+    cross_origin_isolated: self.crossOriginIsolated, threads: cfg.threads, build: q.get("build") ?? "single",
     model: cfg.model, backend: cfg.backend, prefix_tokens: cfg.prefix, lengths: cfg.lengths,
     runs: cfg.runs, warmup: cfg.warmup, options: cfg.options, variants: [],
   };

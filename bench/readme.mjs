@@ -18,6 +18,7 @@ const kind = (f) => {
     if (r.benchmark === "own_native") return "own";
     if (r.benchmark === "native-variants") return "variants";
     if (r.rows && r.best && r.command === "bash bench/decisions.sh") return "decisions";
+    if (r.study === "threads") return "threads";
   } catch {
     return "unreadable";
   }
@@ -92,6 +93,26 @@ if (pack.length) {
   }
   out += "\n";
 }
+const threads = by("threads");
+if (threads.length) {
+  out += `## The browser's CPU path: our kernels, threaded and single-thread
+
+\`node bench/threads.mjs\`: every row from one run; native rows at the same thread count. Per-token and fixed cost from the least-squares line over the sweep; prefill is 256 tokens.
+
+`;
+  for (const f of threads) {
+    const r = JSON.parse(readFileSync(f, "utf8"));
+    out += `${r.model}, ${r.threads} threads, \`${f.split("/").pop()}\`:\n\n| run | ms/token | fixed ms | ms at ${r.typical_tokens} | prefill tok/s |\n|---|---|---|---|---|\n`;
+    for (const v of [...r.runs_measured, ...r.native]) {
+      const p = v.prefill_tokens_per_s == null ? "" : v.prefill_tokens_per_s.toFixed(0);
+      out += `| ${v.label} | ${v.fit.per_token_ms.toFixed(2)} | ${v.fit.fixed_ms.toFixed(1)} | ${v.ms_at_45.toFixed(1)} | ${p} |\n`;
+    }
+    out += `\n| what | measured | goal |\n|---|---|---|\n`;
+    for (const [k, g] of Object.entries(r.goals)) out += `| ${k.replaceAll("_", " ")} | ${g.value.toFixed(2)} | ${g.goal} |\n`;
+    out += `| threaded over single build at ${r.typical_tokens} | ${r.threaded_over_single_at_45.toFixed(2)}× | |\n`;
+    out += `| max \\|Δp\\| threaded vs single build | ${r.max_abs_dp.threaded_vs_single_build} | |\n\n`;
+  }
+}
 const other = files.filter((f) => kind(f) === "other");
 out += `## Other result files\n\nWritten by the native benchmarks and \`readout evaluate\`; quoted in \`docs/measurements.md\`:\n\n${other.map((f) => `- \`${f}\``).join("\n")}\n`;
 const target = join(here, "README.md");
@@ -107,4 +128,4 @@ if (process.argv.includes("--check")) {
   process.exit(0);
 }
 writeFileSync(target, out);
-console.error(`bench/readme.mjs: wrote bench/README.md (${by("decisions").length} decision tables, ${page.length} page results, ${own.length + pack.length} runtime tables, ${other.length} other files)`);
+console.error(`bench/readme.mjs: wrote bench/README.md (${by("decisions").length} decision tables, ${page.length} page results, ${own.length + pack.length + threads.length} runtime tables, ${other.length} other files)`);

@@ -5,7 +5,7 @@
 //
 //   node bench/run.mjs --model smollm2-135m-instruct-q4 --backend wasm
 //        [--lengths 1,8,16,32,64,96] [--runs 5] [--warmup 1] [--prefix 256]
-//        [--variants stock,trimmed,pruned] [--threads N] [--no-native]
+//        [--variants stock,trimmed,pruned] [--threads N] [--build single|threads] [--no-native]
 //        [--no-transformers] [--no-mass] [--no-modes] [--out FILE] [--screenshot FILE]
 //        [--timeout-s 3600] [--bin target/release/readout]
 import { execFileSync } from "node:child_process";
@@ -39,6 +39,9 @@ export function parseArgs(argv) {
     options: Number(take("--options", 4)),
     variants: take("--variants", "stock,trimmed,pruned"),
     threads: Number(take("--threads", Math.min(cpus().length, 4))),
+    // The package build the page loads: threads is the threaded one (wasm
+    // atomics; the page server makes every page cross-origin isolated).
+    build: take("--build", "single"),
     out: take("--out", undefined),
     bin: take("--bin", undefined),
     screenshot: take("--screenshot", undefined),
@@ -50,6 +53,7 @@ export function parseArgs(argv) {
   };
   if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
   if (!["wasm", "webgpu", "cpu"].includes(o.backend)) throw new Error(`--backend: ${o.backend} is not wasm, webgpu or cpu`);
+  if (!["single", "threads"].includes(o.build)) throw new Error(`--build: ${o.build} is not single or threads`);
   return o;
 }
 
@@ -78,7 +82,7 @@ export async function runBench(o, log = (l) => console.error(l)) {
   const query = new URLSearchParams({
     model: o.model, backend: o.backend, lengths: o.lengths, runs: o.runs, warmup: o.warmup, prefix: o.prefix,
     options: o.options, variants: o.variants, threads: o.threads, transformers: o.transformers ? "1" : "0", mass: o.mass ? "1" : "0",
-    modes: o.modes ? "1" : "0", autorun: "1",
+    modes: o.modes ? "1" : "0", autorun: "1", build: o.build,
   });
   let result;
   try {

@@ -10,7 +10,7 @@ export async function sweepEngine(cfg, variant) {
   try {
     const { prefix, suffixes } = await engine.sweepIds(cfg.prefix, cfg.lengths);
     const [prefillMs, state] = await timed(() => engine.prefillIds(prefix));
-    const out = { id, variant, backend: info.backend, backend_reason: info.backendReason, readout: info.readout, run_limit: info.runLimit, load_ms: loadMs, prefill_ms: prefillMs, samples_ms: {}, median_ms: [], bytes_read_back: [], probs: [] };
+    const out = { id, variant, backend: info.backend, backend_reason: info.backendReason, readout: info.readout, runtime: info.runtime, threads: info.threads, run_limit: info.runLimit, load_ms: loadMs, prefill_ms: prefillMs, samples_ms: {}, median_ms: [], bytes_read_back: [], probs: [] };
     await sweepLoop(cfg, suffixes, id, out, (ids) => state.readIds(ids, cfg.options, false), () => engine.bytesReadBack());
     out.letter_columns = info.letters.columns.slice(0, cfg.options);
     out.letter_ids = info.letters.letterIds.slice(0, cfg.options);
