@@ -337,3 +337,30 @@ pub struct Dimension {
     #[prost(string, optional, tag = "3")]
     pub denotation: Option<String>,
 }
+
+/// The operator types of a model's graph, read without decoding anything
+/// else: the initializers (the whole of a single-file model's weights) are
+/// skipped, not copied. Lets a caller ask what a graph computes before
+/// choosing who loads it.
+pub fn op_types(model: &[u8]) -> Result<Vec<String>, prost::DecodeError> {
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Op {
+        #[prost(string, optional, tag = "4")]
+        op_type: Option<String>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Graph {
+        #[prost(message, repeated, tag = "1")]
+        node: Vec<Op>,
+    }
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct Model {
+        #[prost(message, optional, tag = "7")]
+        graph: Option<Graph>,
+    }
+    use prost::Message;
+    Ok(Model::decode(model)?
+        .graph
+        .map(|g| g.node.into_iter().filter_map(|n| n.op_type).collect())
+        .unwrap_or_default())
+}

@@ -105,3 +105,22 @@ fn a_slot_map_that_the_tokenizer_does_not_reproduce_is_refused() {
     std::fs::write(d.join("slot_map.json"), right.to_json()).unwrap();
     refused(&d, "151936");
 }
+
+/// `auto` asks a model directory's graph whether it is int4 before choosing
+/// who runs it: the node list alone, initializers skipped.
+#[test]
+fn a_graphs_operator_types_tell_int4_from_float() {
+    let int4 = |id: &str| {
+        let bytes = std::fs::read(model_path(id).join("model.onnx")).unwrap();
+        let ops = readout::onnx_pb::op_types(&bytes).unwrap();
+        assert!(
+            ops.iter().any(|o| o == "GroupQueryAttention"),
+            "{id}: {ops:?}"
+        );
+        ops.iter().any(|o| o == "MatMulNBits")
+    };
+    assert!(int4(Q4));
+    assert!(int4(Q4F16));
+    assert!(!int4("qwen3-tiny-random-fp32"));
+    assert!(readout::onnx_pb::op_types(b"\x3a\xff\xff\xff").is_err());
+}

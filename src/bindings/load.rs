@@ -143,6 +143,7 @@ pub async fn load(
                     id: &entry.id,
                     needs_f16: entry.needs_f16(),
                     wasm_variant: entry.wasm_variant.as_deref(),
+                    int4: entry.int4(),
                 },
             )?;
             let chosen = catalog.find(&choice.model)?;
@@ -159,16 +160,32 @@ pub async fn load(
                 },
                 "",
             )?;
-            let choice = choose(
-                opts.backend,
-                &gpu,
-                &Model {
-                    id: source,
-                    needs_f16: false,
-                    wasm_variant: None,
-                },
-            )?;
-            (choice, dir_files(&base, progress).await?)
+            let model = |int4| Model {
+                id: source,
+                needs_f16: false,
+                wasm_variant: None,
+                int4,
+            };
+            if opts.backend == Requested::Auto {
+                // A directory has one graph, whoever runs it, so auto fetches
+                // it first. Only the fallback to our runtime depends on
+                // whether it is int4; then its node list is decoded (an
+                // unreadable graph is refused by the loader that follows).
+                let files = dir_files(&base, progress).await?;
+                let mut choice = choose(opts.backend, &gpu, &model(true))?;
+                if choice.backend == Chosen::Cpu {
+                    let int4 = crate::onnx_pb::op_types(&files.graph.to_vec())
+                        .is_ok_and(|ops| ops.iter().any(|o| o == "MatMulNBits"));
+                    if !int4 {
+                        choice = choose(opts.backend, &gpu, &model(false))?;
+                    }
+                }
+                (choice, files)
+            } else {
+                // An explicit request that cannot run fails before fetching.
+                let choice = choose(opts.backend, &gpu, &model(false))?;
+                (choice, dir_files(&base, progress).await?)
+            }
         }
     };
     let config = ModelConfig::parse(&files.config)?;

@@ -7,8 +7,9 @@ use wasm_bindgen::prelude::*;
 const TS_TYPES: &'static str = r#"
 export type Backend = "auto" | "webgpu" | "wasm" | "cpu";
 export interface LoadOptions {
-  /** "auto" (default): WebGPU when an adapter exists and the dtype runs there, else the entry's WASM variant.
-   *  "cpu": readout's own int4 kernels (SIMD128, one thread for now) over the entry's own file, no onnxruntime-web. */
+  /** "auto" (default): WebGPU when an adapter exists and the dtype runs there, else "cpu" for an int4 graph,
+   *  else (a float graph) the entry's WASM variant.
+   *  "cpu": readout's own int4 kernels over the entry's own file, no onnxruntime-web (threads: the readout/threads build). */
   backend?: Backend;
   /** URL prefix where onnxruntime-web's dist/ files (.wasm, .mjs) are served. Nothing else is contacted. */
   ortBase?: string;

@@ -1,5 +1,6 @@
 //! Which backend a browser engine runs on, and why: WebGPU when it can run the
-//! entry, else the entry's WASM variant (spec §5, §12). A pure decision over
+//! entry, else our own runtime on the entry's own int4 file, else (a float
+//! graph) the entry's WASM variant (spec §5, §12). A pure decision over
 //! what the page measured, so it is tested natively and the reason is always
 //! reported, never silent.
 
@@ -55,6 +56,8 @@ pub struct Model<'a> {
     pub needs_f16: bool,
     /// The catalog's WASM variant (may be the model itself).
     pub wasm_variant: Option<&'a str>,
+    /// An int4 graph (MatMulNBits), which our own runtime computes.
+    pub int4: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -95,7 +98,20 @@ pub fn choose(requested: Requested, gpu: &Gpu, model: &Model<'_>) -> Result<Choi
             backend: "webgpu",
             reason: p,
         }),
-        (Requested::Auto, Some(p)) => Ok(wasm(format!("{p}; falling back to the WASM backend"))),
+        // Our runtime reads the entry's own int4 file (SmolLM2's q4f16 file
+        // is a seventh of the float32 variant's download) and outruns
+        // onnxruntime-web's WASM backend on it; a float graph it does not
+        // compute.
+        (Requested::Auto, Some(p)) if model.int4 => Ok(Choice {
+            backend: Chosen::Cpu,
+            model: model.id.to_string(),
+            reason: format!(
+                "{p}; falling back to the cpu backend (readout's own kernels over the entry's own int4 file)"
+            ),
+        }),
+        (Requested::Auto, Some(p)) => Ok(wasm(format!(
+            "{p}; falling back to the WASM backend (a float graph: the cpu backend computes int4 graphs)"
+        ))),
         (_, None) => {
             let Gpu::Available { adapter, f16 } = gpu else {
                 unreachable!("no problem means available")
@@ -129,11 +145,19 @@ mod tests {
         id: "m-q4f16",
         needs_f16: true,
         wasm_variant: Some("m-fp32"),
+        int4: true,
     };
     const Q4: Model = Model {
         id: "m-q4",
         needs_f16: false,
         wasm_variant: Some("m-fp32"),
+        int4: true,
+    };
+    const FP16: Model = Model {
+        id: "m-fp16",
+        needs_f16: true,
+        wasm_variant: Some("m-fp32"),
+        int4: false,
     };
 
     fn gpu(f16: bool) -> Gpu {
@@ -152,22 +176,33 @@ mod tests {
     }
 
     #[test]
-    fn auto_falls_back_with_the_reason() {
+    fn auto_falls_back_to_our_runtime_on_the_entrys_own_file_with_the_reason() {
         let c = choose(Requested::Auto, &gpu(false), &Q4F16).unwrap();
-        assert_eq!((c.backend, c.model.as_str()), (Chosen::Wasm, "m-fp32"));
+        assert_eq!((c.backend, c.model.as_str()), (Chosen::Cpu, "m-q4f16"));
         assert!(c.reason.contains("lacks shader-f16"), "{}", c.reason);
+        assert!(c.reason.contains("cpu backend"), "{}", c.reason);
         let c = choose(
             Requested::Auto,
             &Gpu::Unavailable("navigator.gpu is undefined".into()),
             &Q4,
         )
         .unwrap();
-        assert_eq!(c.backend, Chosen::Wasm);
+        assert_eq!((c.backend, c.model.as_str()), (Chosen::Cpu, "m-q4"));
         assert!(
             c.reason.contains("navigator.gpu is undefined"),
             "{}",
             c.reason
         );
+    }
+
+    #[test]
+    fn auto_takes_the_wasm_variant_for_a_float_graph() {
+        let c = choose(Requested::Auto, &gpu(false), &FP16).unwrap();
+        assert_eq!((c.backend, c.model.as_str()), (Chosen::Wasm, "m-fp32"));
+        assert!(c.reason.contains("a float graph"), "{}", c.reason);
+        // With a device that runs it, WebGPU still comes first.
+        let c = choose(Requested::Auto, &gpu(true), &FP16).unwrap();
+        assert_eq!((c.backend, c.model.as_str()), (Chosen::WebGpu, "m-fp16"));
     }
 
     #[test]

@@ -57,6 +57,11 @@ impl Entry {
     pub fn needs_f16(&self) -> bool {
         matches!(self.dtype.as_str(), "q4f16" | "fp16")
     }
+
+    /// An int4 graph (MatMulNBits weights), which our own runtime computes.
+    pub fn int4(&self) -> bool {
+        matches!(self.dtype.as_str(), "q4" | "q4f16")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

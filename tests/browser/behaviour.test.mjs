@@ -30,7 +30,7 @@ async function inPage(fn, args = {}, c = ctx) {
 
 const catalog = () => JSON.parse(readFileSync(join(ROOT, "models.json"), "utf8"));
 
-test("auto: a float16 entry on an adapter without shader-f16 loads its WASM variant and says why", async () => {
+test("auto: a float16 entry on an adapter without shader-f16 runs on our own runtime over its own int4 file, and says why", async () => {
   const r = await inPage(async ({ Engine }, { ORT_BASE }) => {
     const progress = [];
     const e = await Engine.load("/models.json#qwen3-tiny-random-q4f16", { ortBase: ORT_BASE, onProgress: (p) => progress.push(p) });
@@ -38,25 +38,35 @@ test("auto: a float16 entry on an adapter without shader-f16 loads its WASM vari
     await e.dispose();
     return { info, progress: progress.filter((p) => p.file === "external_data") };
   });
-  assert.equal(r.info.backend, "wasm");
-  assert.match(r.info.backendReason, /qwen3-tiny-random-q4f16 is float16 and the WebGPU adapter \(google \/ swiftshader\) lacks shader-f16; falling back/);
-  assert.equal(r.info.model, "qwen3-tiny-random-fp32");
-  assert.ok(r.info.files.every((f) => f.sha256Checked));
+  assert.equal(r.info.backend, "cpu");
+  assert.match(r.info.backendReason, /qwen3-tiny-random-q4f16 is float16 and the WebGPU adapter \(google \/ swiftshader\) lacks shader-f16; falling back to the cpu backend/);
+  // The entry's own file: no float32 variant is fetched.
+  assert.equal(r.info.model, "qwen3-tiny-random-q4f16");
+  assert.match(r.info.runtime, /^readout kernels \(int8 activations/);
+  assert.ok(r.info.files.length > 0 && r.info.files.every((f) => f.sha256Checked && f.url.includes("/qwen3-tiny-random-q4f16/")), JSON.stringify(r.info.files));
   const last = r.progress.at(-1);
-  assert.ok(last.loaded === last.total && last.total > 1e6, JSON.stringify(last));
+  assert.ok(last.loaded === last.total && last.total > 0, JSON.stringify(last));
 });
 
-test("WebGPU disabled: auto falls back to WASM and reports it", async () => {
+test("WebGPU disabled: auto runs an int4 model on our own runtime and a float one on the WASM backend, and says why", async () => {
   const noGpu = await start({ webgpu: false });
   try {
-    const info = await inPage(async ({ Engine }, { ORT_BASE, tiny }) => {
-      const e = await Engine.load(`/models/${tiny}/`, { ortBase: ORT_BASE });
-      const i = e.info();
-      await e.dispose();
-      return i;
-    }, { tiny: TINY }, noGpu);
-    assert.equal(info.backend, "wasm");
-    assert.match(info.backendReason, /WebGPU unavailable: .*falling back to the WASM backend/);
+    const infos = await inPage(async ({ Engine }, { ORT_BASE, dirs }) => {
+      const out = [];
+      for (const dir of dirs) {
+        const e = await Engine.load(dir, { ortBase: ORT_BASE });
+        out.push(e.info());
+        await e.dispose();
+      }
+      return out;
+    }, { dirs: [`/models/${TINY}/`, "/models/qwen3-tiny-random-fp32/", "/models.json#qwen3-tiny-random-fp32"] }, noGpu);
+    const [int4, float, entry] = infos;
+    assert.equal(int4.backend, "cpu");
+    assert.match(int4.backendReason, /WebGPU unavailable: .*falling back to the cpu backend \(readout's own kernels over the entry's own int4 file\)/);
+    for (const info of [float, entry]) {
+      assert.equal(info.backend, "wasm");
+      assert.match(info.backendReason, /WebGPU unavailable: .*falling back to the WASM backend \(a float graph: the cpu backend computes int4 graphs\)/);
+    }
   } finally {
     await noGpu.close();
   }
