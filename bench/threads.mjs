@@ -12,19 +12,14 @@
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import { flagOption, option } from "../scripts/browser.mjs";
 import { ROOT } from "../scripts/serve.mjs";
 import { fitRatio, maxAbsDiff, TYPICAL } from "./compare.mjs";
 import { runBench } from "./run.mjs";
 
 const a = process.argv.slice(2);
-const take = (k, d) => {
-  const i = a.indexOf(k);
-  return i < 0 ? d : a.splice(i, 2)[1];
-};
-const flag = (k) => {
-  const i = a.indexOf(k);
-  return i < 0 ? false : (a.splice(i, 1), true);
-};
+const take = (k, d) => option(a, k, d);
+const flag = (k) => flagOption(a, k);
 const base = take("--model", "smollm2-135m-instruct");
 const threads = Number(take("--threads", 2));
 const lengths = take("--lengths", "1,8,32,64");

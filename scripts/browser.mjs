@@ -33,8 +33,20 @@ export async function harness(ctx, log = [], { build = "single", isolated = true
   return page;
 }
 
+/** Removes `--key V` from `args` and returns V (or `fallback`). */
+export function option(args, key, fallback) {
+  const i = args.indexOf(key);
+  return i < 0 ? fallback : args.splice(i, 2)[1];
+}
+
 /** Removes `--key N` from `args` and returns N as a number (or `fallback`). */
 export function numberOption(args, key, fallback) {
+  const v = option(args, key, undefined);
+  return v === undefined ? fallback : Number(v);
+}
+
+/** Removes the flag `--key` from `args` and says whether it was there. */
+export function flagOption(args, key) {
   const i = args.indexOf(key);
-  return i < 0 ? fallback : Number(args.splice(i, 2)[1]);
+  return i < 0 ? false : (args.splice(i, 1), true);
 }

@@ -4,6 +4,104 @@
 use super::{Act, ActSums, BLOCK, BLOCK_BYTES, ROWS};
 use core::arch::wasm32::*;
 
+/// Step `j` of block `b` of an interleaved group: 8 rows × 4 bytes in two
+/// vectors, as nibbles `[lo0, hi0, lo1, hi1]`.
+///
+/// # Safety
+/// `w` holds block `b`'s 4 steps of 32 bytes.
+#[inline(always)]
+unsafe fn weight_step(w: &[u8], b: usize, j: usize) -> [v128; 4] {
+    let mask = u8x16_splat(15);
+    // SAFETY: per the contract.
+    let (w0, w1) = unsafe {
+        let p = w.as_ptr().add((b * 4 + j) * 32);
+        (
+            v128_load(p as *const v128),
+            v128_load(p.add(16) as *const v128),
+        )
+    };
+    [
+        v128_and(w0, mask),
+        u8x16_shr(w0, 4),
+        v128_and(w1, mask),
+        u8x16_shr(w1, 4),
+    ]
+}
+
+/// The activations step `j` of block `b` pairs with, 4 bytes each splat
+/// across a vector: (the low nibbles' partner, the high nibbles').
+///
+/// # Safety
+/// `a` holds block `b` (32 values in nibble order).
+#[inline(always)]
+unsafe fn act_step(a: &[i8], b: usize, j: usize) -> (v128, v128) {
+    // SAFETY: per the contract.
+    unsafe {
+        let p = a.as_ptr().add(b * BLOCK + 4 * j);
+        (
+            i32x4_splat((p as *const i32).read_unaligned()),
+            i32x4_splat((p.add(BLOCK_BYTES) as *const i32).read_unaligned()),
+        )
+    }
+}
+
+/// Block `b`'s 8 row scales and 8 zero points, as two vectors each.
+///
+/// # Safety
+/// `scales` and `zps` hold 8 values for each block up to `b`.
+#[inline(always)]
+unsafe fn block_params(scales: &[f32], zps: &[f32], b: usize) -> ([v128; 2], [v128; 2]) {
+    // SAFETY: per the contract.
+    unsafe {
+        let (s, z) = (scales.as_ptr().add(b * 8), zps.as_ptr().add(b * 8));
+        (
+            [
+                v128_load(s as *const v128),
+                v128_load(s.add(4) as *const v128),
+            ],
+            [
+                v128_load(z as *const v128),
+                v128_load(z.add(4) as *const v128),
+            ],
+        )
+    }
+}
+
+/// Adds one block's exact integer sums for 8 rows to `acc`: the zero
+/// points' share removed, then scaled by the weights' and the activations'
+/// scales (`act`: the activation block's scale and sum).
+#[inline(always)]
+fn add_block(
+    acc: &mut [v128; 2],
+    ints: [v128; 2],
+    params: &([v128; 2], [v128; 2]),
+    act: (f32, i32),
+) {
+    let (sv, zv) = params;
+    let sum = f32x4_splat(act.1 as f32);
+    let d = f32x4_splat(act.0);
+    for h in 0..2 {
+        let exact = f32x4_sub(f32x4_convert_i32x4(ints[h]), f32x4_mul(zv[h], sum));
+        acc[h] = f32x4_add(acc[h], f32x4_mul(exact, f32x4_mul(sv[h], d)));
+    }
+}
+
+/// The first `n` rows' accumulators as plain floats.
+#[inline(always)]
+fn lanes(acc: &[[v128; 2]; ROWS], n: usize) -> [[f32; 8]; ROWS] {
+    let mut out = [[0f32; 8]; ROWS];
+    for r in 0..n {
+        for h in 0..2 {
+            let v = acc[r][h];
+            out[r][4 * h] = f32x4_extract_lane::<0>(v);
+            out[r][4 * h + 1] = f32x4_extract_lane::<1>(v);
+            out[r][4 * h + 2] = f32x4_extract_lane::<2>(v);
+            out[r][4 * h + 3] = f32x4_extract_lane::<3>(v);
+        }
+    }
+    out
+}
+
 /// See `super::group_rows`. SIMD128 has no unsigned × signed byte
 /// product, but the nibbles (0..15) are valid signed bytes, so
 /// `extmul` multiplies them with the activations directly: a 16-byte
@@ -14,31 +112,16 @@ use core::arch::wasm32::*;
 pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
     let n = acts.len();
     let blocks = scales.len() / 8;
-    let mask = u8x16_splat(15);
     let zero16 = i16x8_splat(0);
     let mut acc = [[f32x4_splat(0.0); 2]; ROWS];
     for b in 0..blocks {
         let mut is = [[zero16; 4]; ROWS];
         for j in 0..4 {
             // SAFETY: `w` holds `blocks` blocks of 4 steps of 32 bytes.
-            let (w0, w1) = unsafe {
-                let p = w.as_ptr().add((b * 4 + j) * 32);
-                (
-                    v128_load(p as *const v128),
-                    v128_load(p.add(16) as *const v128),
-                )
-            };
-            let (lo0, hi0) = (v128_and(w0, mask), u8x16_shr(w0, 4));
-            let (lo1, hi1) = (v128_and(w1, mask), u8x16_shr(w1, 4));
+            let [lo0, hi0, lo1, hi1] = unsafe { weight_step(w, b, j) };
             for r in 0..n {
                 // SAFETY: each activation row holds `blocks` blocks of 32.
-                let (alo, ahi) = unsafe {
-                    let p = acts[r].0.as_ptr().add(b * BLOCK + 4 * j);
-                    (
-                        i32x4_splat((p as *const i32).read_unaligned()),
-                        i32x4_splat((p.add(BLOCK_BYTES) as *const i32).read_unaligned()),
-                    )
-                };
+                let (alo, ahi) = unsafe { act_step(acts[r].0, b, j) };
                 let s = &mut is[r];
                 s[0] = i16x8_add(
                     s[0],
@@ -71,19 +154,7 @@ pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -
             }
         }
         // SAFETY: 8 scales and 8 zero points per block.
-        let (sv, zv) = unsafe {
-            let (s, z) = (scales.as_ptr().add(b * 8), zps.as_ptr().add(b * 8));
-            (
-                [
-                    v128_load(s as *const v128),
-                    v128_load(s.add(4) as *const v128),
-                ],
-                [
-                    v128_load(z as *const v128),
-                    v128_load(z.add(4) as *const v128),
-                ],
-            )
-        };
+        let params = unsafe { block_params(scales, zps, b) };
         for r in 0..n {
             let (_, ad, asum) = acts[r];
             let p: [v128; 4] = is[r].map(|x| i32x4_extadd_pairwise_i16x8(x));
@@ -95,25 +166,10 @@ pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -
                 )
             };
             let ints = [rows(p[0], p[1]), rows(p[2], p[3])];
-            let sum = f32x4_splat(asum[b] as f32);
-            let d = f32x4_splat(ad[b]);
-            for h in 0..2 {
-                let exact = f32x4_sub(f32x4_convert_i32x4(ints[h]), f32x4_mul(zv[h], sum));
-                acc[r][h] = f32x4_add(acc[r][h], f32x4_mul(exact, f32x4_mul(sv[h], d)));
-            }
+            add_block(&mut acc[r], ints, &params, (ad[b], asum[b]));
         }
     }
-    let mut out = [[0f32; 8]; ROWS];
-    for r in 0..n {
-        for h in 0..2 {
-            let v = acc[r][h];
-            out[r][4 * h] = f32x4_extract_lane::<0>(v);
-            out[r][4 * h + 1] = f32x4_extract_lane::<1>(v);
-            out[r][4 * h + 2] = f32x4_extract_lane::<2>(v);
-            out[r][4 * h + 3] = f32x4_extract_lane::<3>(v);
-        }
-    }
-    out
+    lanes(&acc, n)
 }
 
 /// The relaxed-SIMD build's `group_rows` (the threaded build: every browser
@@ -128,31 +184,16 @@ pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -
 pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
     let n = acts.len();
     let blocks = scales.len() / 8;
-    let mask = u8x16_splat(15);
     let zero = i32x4_splat(0);
     let mut acc = [[f32x4_splat(0.0); 2]; ROWS];
     for b in 0..blocks {
         let mut ints = [[zero; 2]; ROWS];
         for j in 0..4 {
             // SAFETY: `w` holds `blocks` blocks of 4 steps of 32 bytes.
-            let (w0, w1) = unsafe {
-                let p = w.as_ptr().add((b * 4 + j) * 32);
-                (
-                    v128_load(p as *const v128),
-                    v128_load(p.add(16) as *const v128),
-                )
-            };
-            let (lo0, hi0) = (v128_and(w0, mask), u8x16_shr(w0, 4));
-            let (lo1, hi1) = (v128_and(w1, mask), u8x16_shr(w1, 4));
+            let [lo0, hi0, lo1, hi1] = unsafe { weight_step(w, b, j) };
             for r in 0..n {
                 // SAFETY: each activation row holds `blocks` blocks of 32.
-                let (alo, ahi) = unsafe {
-                    let p = acts[r].0.as_ptr().add(b * BLOCK + 4 * j);
-                    (
-                        i32x4_splat((p as *const i32).read_unaligned()),
-                        i32x4_splat((p.add(BLOCK_BYTES) as *const i32).read_unaligned()),
-                    )
-                };
+                let (alo, ahi) = unsafe { act_step(acts[r].0, b, j) };
                 let s = &mut ints[r];
                 s[0] = i32x4_relaxed_dot_i8x16_i7x16_add(alo, lo0, s[0]);
                 s[0] = i32x4_relaxed_dot_i8x16_i7x16_add(ahi, hi0, s[0]);
@@ -161,40 +202,13 @@ pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -
             }
         }
         // SAFETY: 8 scales and 8 zero points per block.
-        let (sv, zv) = unsafe {
-            let (s, z) = (scales.as_ptr().add(b * 8), zps.as_ptr().add(b * 8));
-            (
-                [
-                    v128_load(s as *const v128),
-                    v128_load(s.add(4) as *const v128),
-                ],
-                [
-                    v128_load(z as *const v128),
-                    v128_load(z.add(4) as *const v128),
-                ],
-            )
-        };
+        let params = unsafe { block_params(scales, zps, b) };
         for r in 0..n {
             let (_, ad, asum) = acts[r];
-            let sum = f32x4_splat(asum[b] as f32);
-            let d = f32x4_splat(ad[b]);
-            for h in 0..2 {
-                let exact = f32x4_sub(f32x4_convert_i32x4(ints[r][h]), f32x4_mul(zv[h], sum));
-                acc[r][h] = f32x4_add(acc[r][h], f32x4_mul(exact, f32x4_mul(sv[h], d)));
-            }
+            add_block(&mut acc[r], ints[r], &params, (ad[b], asum[b]));
         }
     }
-    let mut out = [[0f32; 8]; ROWS];
-    for r in 0..n {
-        for h in 0..2 {
-            let v = acc[r][h];
-            out[r][4 * h] = f32x4_extract_lane::<0>(v);
-            out[r][4 * h + 1] = f32x4_extract_lane::<1>(v);
-            out[r][4 * h + 2] = f32x4_extract_lane::<2>(v);
-            out[r][4 * h + 3] = f32x4_extract_lane::<3>(v);
-        }
-    }
-    out
+    lanes(&acc, n)
 }
 
 pub fn dot_rows(w: &[u8], scales: &[f32], zps: Option<&[u8]>, acts: &[Act<'_>]) -> [f32; ROWS] {
