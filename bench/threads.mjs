@@ -11,6 +11,7 @@
 //        [--lengths 1,8,32,64] [--runs 3] [--no-ort-web] [--out FILE]
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { cpus } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { flagOption, option } from "../scripts/browser.mjs";
 import { ROOT } from "../scripts/serve.mjs";
@@ -90,6 +91,8 @@ const result = {
     threaded_vs_native_own: Math.max(...threaded.probs.map((p, i) => maxAbsDiff(p, own[0].probs[i]))),
   },
   browser: single.page.browser, cross_origin_isolated: threaded.page.cross_origin_isolated,
+  // Runs on different hosts differ by more than their noise; say which.
+  machine: { cpus: cpus().length, model: cpus()[0]?.model },
 };
 const out = outArg ?? join(ROOT, "bench", "results", `${result.date}-threads-${base}.json`);
 mkdirSync(dirname(resolve(out)), { recursive: true });
