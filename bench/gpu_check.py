@@ -206,7 +206,7 @@ def summary(result):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--root", required=True, help="the served tree: bench/, www/, pkg-diagnostics/, models/, models.json, node_modules/")
+    ap.add_argument("--root", required=True, help="the served tree: bench/, www/, scripts/import_map.js, pkg-diagnostics/, models/, models.json, node_modules/")
     ap.add_argument("--chromium", required=True)
     ap.add_argument("--model", default="smollm2-135m-instruct-q4f16")
     ap.add_argument("--variants", default="stock,trimmed,pruned")

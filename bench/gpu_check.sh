@@ -84,6 +84,9 @@ t.extractall(sys.argv[1], **({"filter": "tar"} if hasattr(tarfile, "tar_filter")
   root="$stage/x/root"
   ln -sfn "$repo/bench" "$root/bench"
   ln -sfn "$repo/www" "$root/www"
+  # The pages' import map is written by this one script.
+  mkdir -p "$root/scripts"
+  ln -sfn "$repo/scripts/import_map.js" "$root/scripts/import_map.js"
   chromium="$stage/x/chromium/chromium"
   libs="$stage/x/lib:$stage/x/chromium"
 elif [ "$stage_only" = 1 ]; then
