@@ -56,11 +56,14 @@ if (withModes.length) {
 const own = by("own");
 if (own.length) {
   out += "## Our own runtime against ONNX Runtime, natively\n\n`bash bench/own_native.sh`: the logit_cost sweep after a 256-token prefix on each runtime, same files and threads, one run.\n\n";
-  out += "| model | threads | ours ms/token | ONNX Runtime ms/token | ours / ONNX Runtime | ours prefill tok/s | ONNX Runtime prefill tok/s | source |\n|---|---|---|---|---|---|---|---|\n";
+  out += "Where the CPU has AVX-512 VNNI, ours also ran its AVX2 kernel in the same run (`READOUT_KERNEL=avx2`).\n\n";
+  out += "| model | threads | ours ms/token (kernel) | ours on AVX2 ms/token | ONNX Runtime ms/token | ours / ONNX Runtime | ours prefill tok/s | ONNX Runtime prefill tok/s | source |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const f of own) {
     const r = JSON.parse(readFileSync(f, "utf8"));
     for (const v of r.variants) {
-      out += `| ${v.id} | ${r.threads} | ${v.own.fit.per_token_ms.toFixed(2)} | ${v.onnxruntime.fit.per_token_ms.toFixed(2)} | ${v.ratio_own_over_onnxruntime.per_token_ms.toFixed(2)}× | ${v.own.prefill_tokens_per_s.toFixed(0)} | ${v.onnxruntime.prefill_tokens_per_s.toFixed(0)} | \`${f.split("/").pop()}\` |\n`;
+      const kernel = (v.own.runtime.match(/, ([a-z0-9-]+) kernel/) ?? [, "?"])[1];
+      const avx2 = v.own_avx2 ? v.own_avx2.fit.per_token_ms.toFixed(2) : "not run";
+      out += `| ${v.id} | ${r.threads} | ${v.own.fit.per_token_ms.toFixed(2)} (${kernel}) | ${avx2} | ${v.onnxruntime.fit.per_token_ms.toFixed(2)} | ${v.ratio_own_over_onnxruntime.per_token_ms.toFixed(2)}× | ${v.own.prefill_tokens_per_s.toFixed(0)} | ${v.onnxruntime.prefill_tokens_per_s.toFixed(0)} | \`${f.split("/").pop()}\` |\n`;
     }
   }
   out += "\n";

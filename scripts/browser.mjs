@@ -21,14 +21,16 @@ export async function start({ webgpu = true } = {}) {
 /**
  * A page with `window.readout` (the diagnostics build) loaded through the
  * import map; `build: "threads"` loads its threaded build; `isolated: false`
- * serves the page without COOP/COEP.
+ * serves the page without COOP/COEP; `workers: false` serves it isolated
+ * with a Content-Security-Policy that forbids Web Workers.
  */
-export async function harness(ctx, log = [], { build = "single", isolated = true } = {}) {
+export async function harness(ctx, log = [], { build = "single", isolated = true, workers = true } = {}) {
   const page = await ctx.browser.newPage();
   page.on("console", (m) => log.push(m.text()));
   page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
   const query = build === "threads" ? "?build=threads" : "";
-  await page.goto(`${ctx.base}${isolated ? "" : "/plain"}/scripts/harness.html${query}`);
+  const prefix = !isolated ? "/plain" : !workers ? "/noworkers" : "";
+  await page.goto(`${ctx.base}${prefix}/scripts/harness.html${query}`);
   await page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
   return page;
 }

@@ -1,7 +1,9 @@
 // A static server for the browser pages and tests: the repository root,
 // with the headers that make a page cross-origin isolated (COOP/COEP), so
 // onnxruntime-web's WASM backend and our threaded build can use threads;
-// under /plain/ the same files come without them.
+// under /plain/ the same files come without them, and under /noworkers/
+// with them and a Content-Security-Policy that forbids Web Workers (the
+// test of a threaded build whose workers cannot start).
 //   node scripts/serve.mjs [port]      (prints the URL)
 import { createServer } from "node:http";
 import { createReadStream, statSync } from "node:fs";
@@ -27,9 +29,12 @@ export function serve(port = 0, root = ROOT) {
   const server = createServer((req, res) => {
     let path = decodeURIComponent(new URL(req.url, "http://x").pathname);
     // /plain/...: the same file without COOP/COEP, for the tests of a page
-    // that is not cross-origin isolated.
+    // that is not cross-origin isolated; /noworkers/...: isolated, but no
+    // worker may start.
     const plain = path.startsWith("/plain/");
+    const noWorkers = path.startsWith("/noworkers/");
     if (plain) path = path.slice("/plain".length);
+    if (noWorkers) path = path.slice("/noworkers".length);
     let file = normalize(join(root, path));
     if (!file.startsWith(root)) {
       res.writeHead(403).end("outside the root");
@@ -49,6 +54,7 @@ export function serve(port = 0, root = ROOT) {
     const isolate = plain
       ? {}
       : { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp" };
+    if (noWorkers) isolate["Content-Security-Policy"] = "worker-src 'none'";
     res.writeHead(200, {
       "Content-Type": TYPES[extname(file)] ?? "application/octet-stream",
       "Content-Length": st.size,

@@ -59,10 +59,10 @@ fn max_abs(a: &[Vec<f64>], b: &[Vec<f64>]) -> f64 {
 /// Per option token, the cached child past against head + question + option
 /// run as one uncached forward: float32 logits, so ≤ 1e-5 in log-probability.
 fn cached_equals_uncached(model: &str, prompt: PromptStyle) {
-    cached_equals_uncached_in(&model_path(model), prompt)
+    cached_equals_uncached_in(&model_path(model), prompt, 1e-5)
 }
 
-fn cached_equals_uncached_in(dir: &std::path::Path, prompt: PromptStyle) {
+fn cached_equals_uncached_in(dir: &std::path::Path, prompt: PromptStyle, bound: f64) {
     let model = dir.display().to_string();
     let mut e =
         readout::model_dir::open_engine(dir, &opts()).unwrap_or_else(|e| panic!("{model}: {e}"));
@@ -81,7 +81,7 @@ fn cached_equals_uncached_in(dir: &std::path::Path, prompt: PromptStyle) {
                 c.id,
                 cached.iter().map(Vec::len).collect::<Vec<_>>()
             );
-            assert!(d <= 1e-5, "{model} {}: {d}", c.id);
+            assert!(d <= bound, "{model} {}: {d}", c.id);
             // Every option token was read, and each is a log-probability.
             assert!(cached.iter().flatten().all(|&x| x <= 0.0 && x.is_finite()));
             // The decision is the softmax of these sums.
@@ -119,9 +119,13 @@ fn smollm2_cloze_through_the_child_past_equals_one_uncached_forward() {
     // Its files ask ONNX Runtime for int8 activations (accuracy_level 4),
     // whose kernels differ between one row and many (1.6e-2 measured): the
     // float32 bound holds on a copy set to level 1, where it computes float32.
+    // Its 30 layers in float32 sum in a different order for one row than
+    // for many (ONNX Runtime's kernels choose by row count): 1.20e-5 measured
+    // on an AMD EPYC with AVX-512 (it stayed under 1e-5 on earlier hosts); a
+    // wrong past or position moves log-probabilities by far more than 2e-5.
     let level1 = float32_copy(&src);
-    cached_equals_uncached_in(&level1, PromptStyle::Plain);
-    cached_equals_uncached_in(&level1, PromptStyle::Chat);
+    cached_equals_uncached_in(&level1, PromptStyle::Plain, 2e-5);
+    cached_equals_uncached_in(&level1, PromptStyle::Chat, 2e-5);
 }
 
 #[test]

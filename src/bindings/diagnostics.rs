@@ -125,18 +125,84 @@ impl State {
 }
 
 /// Our int4 kernels as this build runs them (SIMD128 in the browser)
-/// against the scalar reference on fixed data: `{ kernel, worst }`, the
-/// largest relative difference (`kernels::simd::self_test`).
+/// against the scalar reference on fixed data: `{ kernel, worst,
+/// attentionDiffers }`, the largest relative difference
+/// (`kernels::simd::self_test`) and how many attention scores computed
+/// four keys at a time differ from one at a time in any bit
+/// (`kernels::attention_self_test`, 0 expected).
 #[wasm_bindgen(js_name = kernelSelfTest)]
 pub fn kernel_self_test() -> Result<JsValue, JsValue> {
     #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
     struct Report {
         kernel: crate::kernels::simd::Kernel,
         worst: f32,
+        attention_differs: usize,
     }
     let (kernel, worst) = crate::kernels::simd::self_test();
-    serde_wasm_bindgen::to_value(&Report { kernel, worst })
-        .map_err(|e| JsValue::from_str(&e.to_string()))
+    let attention_differs = crate::kernels::attention_self_test();
+    serde_wasm_bindgen::to_value(&Report {
+        kernel,
+        worst,
+        attention_differs,
+    })
+    .map_err(|e| JsValue::from_str(&e.to_string()))
+}
+
+/// The threaded build's pool when a worker's piece of a job panics (a
+/// bug's path, made on purpose): a job of 64 pieces over the running
+/// kernel workers (load an engine with `threads` ≥ 2 first) whose pieces
+/// panic on a worker, then the same job with no panic. `{ broken, second,
+/// done }`: the first job's error, the second's (null expected), and how
+/// many of its 64 pieces the second completed.
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = poolFaultTest)]
+pub fn pool_fault_test() -> Result<JsValue, JsValue> {
+    use crate::kernels::{workers, Pool};
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    static FAULT: AtomicBool = AtomicBool::new(false);
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+    #[derive(serde::Serialize)]
+    struct Report {
+        broken: Option<String>,
+        second: Option<String>,
+        done: usize,
+    }
+    let pool = Pool::new(2).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    if pool.threads() < 2 {
+        return Err(JsValue::from_str(
+            "no kernel worker is running: load an engine with threads >= 2 first",
+        ));
+    }
+    let piece = |_: usize, c: &mut [u8]| {
+        if workers::on_worker() {
+            TAKEN.store(true, SeqCst);
+            if FAULT.load(SeqCst) {
+                panic!("poolFaultTest: a kernel worker's piece panics on purpose");
+            }
+        } else if FAULT.load(SeqCst) {
+            // The caller waits (2 s at most) until a worker has taken a
+            // piece, so that one does, however the pieces race.
+            let t0 = js_sys::Date::now();
+            while !TAKEN.load(SeqCst) && js_sys::Date::now() - t0 < 2000.0 {
+                std::hint::spin_loop();
+            }
+        }
+        c[0] = 1;
+    };
+    FAULT.store(true, SeqCst);
+    TAKEN.store(false, SeqCst);
+    let mut first = vec![0u8; 64];
+    let broken = pool.chunks_mut(&mut first, 1, piece).err();
+    FAULT.store(false, SeqCst);
+    let mut again = vec![0u8; 64];
+    let second = pool.chunks_mut(&mut again, 1, piece).err();
+    let report = Report {
+        broken: broken.map(|e| e.to_string()),
+        second: second.map(|e| e.to_string()),
+        done: again.iter().filter(|&&x| x == 1).count(),
+    };
+    serde_wasm_bindgen::to_value(&report).map_err(|e| JsValue::from_str(&e.to_string()))
 }
 
 /// The WGSL readout kernel (spec §8) and the CPU readSlots on the same

@@ -35,6 +35,14 @@ pub fn worker(index: u32) {
     workers::worker_loop(index as usize)
 }
 
+/// A kernel worker's JS calls this after its loop trapped (a panicking
+/// chunk), so the job's caller stops waiting for that chunk.
+#[doc(hidden)]
+#[wasm_bindgen(js_name = __readoutWorkerDied)]
+pub fn worker_died() {
+    workers::worker_died()
+}
+
 /// Makes `threads - 1` workers run, starting the missing ones.
 pub async fn ensure(threads: usize) -> Result<(), LoadError> {
     let want = threads.saturating_sub(1);

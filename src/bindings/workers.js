@@ -9,13 +9,22 @@ const READY = "readout-kernels-ready";
 if (typeof WorkerGlobalScope !== "undefined" && globalThis instanceof WorkerGlobalScope && globalThis.name === NAME) {
   globalThis.addEventListener("message", async (event) => {
     const { module, memory, index, main } = event.data;
+    let pkg;
     try {
-      const pkg = await import(main);
+      pkg = await import(main);
       await pkg.default({ module_or_path: module, memory });
-      globalThis.postMessage(READY);
-      pkg.__readoutWorker(index);
     } catch (e) {
       globalThis.postMessage({ error: String(e && e.message ? e.message : e) });
+      return;
+    }
+    globalThis.postMessage(READY);
+    try {
+      pkg.__readoutWorker(index);
+    } catch (e) {
+      // The loop never returns, so this is a trap (a panic in a chunk):
+      // count the chunk, so the job's caller stops waiting and reports it.
+      pkg.__readoutWorkerDied();
+      throw e;
     }
   }, { once: true });
 }

@@ -100,6 +100,11 @@ pub enum OpError {
         n: usize,
         k: usize,
     },
+    /// The threaded browser build: a kernel worker stopped inside its share
+    /// of the operation (a panic, a bug), so the output is incomplete. The
+    /// other workers carry on, so the next call runs.
+    #[error("a kernel worker stopped inside its share of this operation (a panic; the worker's console has it)")]
+    WorkerDied,
     /// What one operator's inputs or attributes get wrong beyond the cases
     /// above (a missing input, a past longer than the run allows), in words.
     #[error("{0}")]

@@ -108,23 +108,31 @@ pub fn tensor_value(t: &TensorProto, external: &External<'_>) -> Result<Value, K
     }
     let data = match dt {
         dtype::FLOAT => Data::F32(
-            raw.chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            raw.as_chunks::<4>()
+                .0
+                .iter()
+                .map(|&c| f32::from_le_bytes(c))
                 .collect(),
         ),
         dtype::FLOAT16 => Data::F32(
-            raw.chunks_exact(2)
-                .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
+            raw.as_chunks::<2>()
+                .0
+                .iter()
+                .map(|&c| f16::from_le_bytes(c).to_f32())
                 .collect(),
         ),
         dtype::INT64 => Data::I64(
-            raw.chunks_exact(8)
-                .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            raw.as_chunks::<8>()
+                .0
+                .iter()
+                .map(|&c| i64::from_le_bytes(c))
                 .collect(),
         ),
         dtype::INT32 => Data::I64(
-            raw.chunks_exact(4)
-                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
+            raw.as_chunks::<4>()
+                .0
+                .iter()
+                .map(|&c| i32::from_le_bytes(c) as i64)
                 .collect(),
         ),
         dtype::UINT8 => Data::U8(Arc::new(raw.into_owned())),

@@ -5,6 +5,7 @@
 
 mod attention;
 mod error;
+mod exp;
 mod load;
 mod ops;
 mod par;
@@ -15,7 +16,7 @@ mod tensor;
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
 pub mod workers;
 
-pub use attention::Pack;
+pub use attention::{self_test as attention_self_test, Pack};
 pub use error::{KernelError, OpError};
 pub use load::External;
 pub use par::{Pool, BUILD};

@@ -2,6 +2,7 @@
 //! arithmetic and the RMS norms. Each takes values and returns one, or why
 //! it cannot (the caller names the node).
 
+use super::exp::exp;
 use super::tensor::{Data, Value};
 use super::OpError;
 
@@ -134,7 +135,7 @@ pub fn sigmoid(x: &Value) -> OpResult {
     let v = floats(x, "input")?;
     Ok(Value::f32(
         x.shape.clone(),
-        v.iter().map(|&t| 1.0 / (1.0 + (-t).exp())).collect(),
+        v.iter().map(|&t| 1.0 / (1.0 + exp(-t))).collect(),
     ))
 }
 
@@ -153,7 +154,7 @@ pub fn gelu_tanh(x: &Value) -> OpResult {
 /// RMS norm over the last axis: x / √(mean(x²) + ε) · w.
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>, OpError> {
     let h = w.len();
-    if h == 0 || x.len() % h != 0 {
+    if h == 0 || !x.len().is_multiple_of(h) {
         return Err(OpError::Rows {
             len: x.len(),
             width: h,

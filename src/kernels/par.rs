@@ -3,7 +3,7 @@
 //! threaded build (`atomics`) splits over the page's Web Workers
 //! (`workers.rs`); the single-thread build runs the work on the caller.
 
-use super::KernelError;
+use super::{KernelError, OpError};
 
 pub struct Pool {
     threads: usize,
@@ -91,7 +91,9 @@ impl Pool {
 
     /// Calls `f(index, chunk)` for each `chunk`-long piece of `data`, in
     /// parallel where there is a pool. `f` must not depend on the order.
-    pub fn chunks_mut<T, F>(&self, data: &mut [T], chunk: usize, f: F)
+    /// Fails only in the threaded browser build, when a worker died inside
+    /// its piece (a panic), leaving `data` incomplete.
+    pub fn chunks_mut<T, F>(&self, data: &mut [T], chunk: usize, f: F) -> Result<(), OpError>
     where
         T: Send,
         F: Fn(usize, &mut [T]) + Sync + Send,
@@ -105,18 +107,21 @@ impl Pool {
                     .enumerate()
                     .for_each(|(i, c)| f(i, c))
             });
-            return;
+            return Ok(());
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
-        if self.threads > 1
-            && data.len() > chunk
-            && shared::chunks_mut(self.threads - 1, data, chunk, &f)
-        {
-            return;
+        if self.threads > 1 && data.len() > chunk {
+            use super::workers::Ran;
+            match shared::chunks_mut(self.threads - 1, data, chunk, &f) {
+                Ran::Done => return Ok(()),
+                Ran::Broken => return Err(OpError::WorkerDied),
+                Ran::Busy => {}
+            }
         }
         for (i, c) in data.chunks_mut(chunk).enumerate() {
             f(i, c);
         }
+        Ok(())
     }
 }
 
@@ -151,7 +156,7 @@ mod shared {
         data: &mut [T],
         chunk: usize,
         f: &F,
-    ) -> bool {
+    ) -> workers::Ran {
         let job = Job {
             data: data.as_mut_ptr(),
             len: data.len(),

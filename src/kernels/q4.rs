@@ -139,7 +139,7 @@ impl Q4Matrix {
         scales: Vec<f32>,
         zero_points: Option<&[u8]>,
     ) -> Result<Self, OpError> {
-        if k == 0 || k % BLOCK != 0 {
+        if k == 0 || !k.is_multiple_of(BLOCK) {
             return Err(OpError::Input(format!(
                 "K = {k} is not a positive multiple of {BLOCK}"
             )));
@@ -186,7 +186,10 @@ impl Q4Matrix {
         };
         if matches!(
             simd::detect(),
-            simd::Kernel::Avx2 | simd::Kernel::Simd128 | simd::Kernel::RelaxedSimd
+            simd::Kernel::Avx2
+                | simd::Kernel::Avx512Vnni
+                | simd::Kernel::Simd128
+                | simd::Kernel::RelaxedSimd
         ) {
             m.packed = Some(m.pack8());
         }
@@ -255,7 +258,13 @@ impl Q4Matrix {
     }
 
     /// `out[m][n] = Σ_k a[m][k] · w[n][k]` for `m` rows of `a`.
-    pub fn matmul(&self, a: &[f32], m: usize, precision: Precision, pool: &Pool) -> Vec<f32> {
+    pub fn matmul(
+        &self,
+        a: &[f32],
+        m: usize,
+        precision: Precision,
+        pool: &Pool,
+    ) -> Result<Vec<f32>, OpError> {
         let n = self.n;
         // Columns of the output per task: a few tasks per thread so the
         // split evens out, whole and at least 16 rows of weights each.
@@ -269,7 +278,7 @@ impl Q4Matrix {
                         *o = self.dot_f32(first + i, &a[r * self.k..(r + 1) * self.k]);
                     }
                 }
-            }),
+            })?,
             Precision::Int8 if self.packed.is_some() => {
                 return self.matmul_packed(a, m, pool);
             }
@@ -281,11 +290,11 @@ impl Q4Matrix {
                     for (i, col) in chunk.chunks_mut(m).enumerate() {
                         self.dot_int8_rows(kernel, first + i, &rows, col);
                     }
-                })
+                })?
             }
         }
         if m == 1 {
-            return out_t;
+            return Ok(out_t);
         }
         let mut out = vec![0f32; m * n];
         for (c, col) in out_t.chunks(m).enumerate() {
@@ -293,18 +302,18 @@ impl Q4Matrix {
                 out[r * n + c] = *v;
             }
         }
-        out
+        Ok(out)
     }
 
     /// The int8 product on the interleaved copy: each task owns whole
     /// groups of 8 weight rows and writes `[m][its columns]`, then the
     /// pieces are copied into `[m][n]`.
-    fn matmul_packed(&self, a: &[f32], m: usize, pool: &Pool) -> Vec<f32> {
+    fn matmul_packed(&self, a: &[f32], m: usize, pool: &Pool) -> Result<Vec<f32>, OpError> {
         // 32 rows of activations: K int8 each plus block scales and sums,
         // 18–50 KB for SmolLM2's K of 576–1536, within L2 beside the weights.
         const ROW_TILE: usize = 32;
         let Some(p) = &self.packed else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let rows = QuantRows::new(a, m, self.k);
         let bl = self.blocks;
@@ -342,7 +351,7 @@ impl Q4Matrix {
                     }
                 }
             }
-        });
+        })?;
         let n = self.n;
         let mut out = vec![0f32; m * n];
         for t in 0..tasks {
@@ -356,7 +365,7 @@ impl Q4Matrix {
                 out[r * n + c0..r * n + c0 + w].copy_from_slice(&buf[src..src + w]);
             }
         }
-        out
+        Ok(out)
     }
 
     /// The reference: float32 activations, weights dequantised one by one.
@@ -426,9 +435,11 @@ mod tests {
             .collect();
         let pool = Pool::new(2).unwrap();
         for precision in [Precision::Int8, Precision::F32] {
-            let all = w.matmul(&a, m, precision, &pool);
+            let all = w.matmul(&a, m, precision, &pool).unwrap();
             for r in 0..m {
-                let one = w.matmul(&a[r * k..(r + 1) * k], 1, precision, &pool);
+                let one = w
+                    .matmul(&a[r * k..(r + 1) * k], 1, precision, &pool)
+                    .unwrap();
                 assert_eq!(
                     all[r * n..(r + 1) * n]
                         .iter()

@@ -13,6 +13,9 @@ pub const ROWS: usize = 4;
 pub enum Kernel {
     Scalar,
     Avx2,
+    /// AVX-512 VNNI's `vpdpbusd` (with AVX-512VL, on 256-bit registers).
+    #[serde(rename = "avx512-vnni")]
+    Avx512Vnni,
     Simd128,
     /// SIMD128 with relaxed SIMD's integer dot product (the threaded build).
     #[serde(rename = "relaxed-simd")]
@@ -24,24 +27,35 @@ impl Kernel {
         match self {
             Self::Scalar => "scalar",
             Self::Avx2 => "avx2",
+            Self::Avx512Vnni => "avx512-vnni",
             Self::Simd128 => "simd128",
             Self::RelaxedSimd => "relaxed-simd",
         }
     }
 }
 
-/// The fastest kernel this CPU runs (`READOUT_KERNEL=scalar` forces the
-/// reference, natively, for comparisons). Detected once per process: the
-/// kernels ask for it in their inner loops.
+/// The fastest kernel this CPU runs. Natively `READOUT_KERNEL` names a
+/// slower one to compare against (`scalar`, the reference, or `avx2` on an
+/// AVX-512 machine); a name this CPU cannot run is ignored. Detected once
+/// per process: the kernels ask for it in their inner loops.
 pub fn detect() -> Kernel {
     static KERNEL: std::sync::OnceLock<Kernel> = std::sync::OnceLock::new();
     *KERNEL.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::env::var("READOUT_KERNEL").is_ok_and(|v| v == "scalar") {
+            let asked = std::env::var("READOUT_KERNEL").unwrap_or_default();
+            if asked == "scalar" {
                 return Kernel::Scalar;
             }
-            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma");
+            let vnni = avx2
+                && is_x86_feature_detected!("avx512f")
+                && is_x86_feature_detected!("avx512vl")
+                && is_x86_feature_detected!("avx512vnni");
+            if vnni && asked != "avx2" {
+                return Kernel::Avx512Vnni;
+            }
+            if avx2 {
                 return Kernel::Avx2;
             }
         }
@@ -75,8 +89,10 @@ pub fn dot_rows(
 ) -> [f32; ROWS] {
     match kernel {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: `detect` returned Avx2 only where avx2 and fma are present.
-        Kernel::Avx2 => unsafe { avx2::dot_rows(w, scales, zps, acts) },
+        // SAFETY: `detect` returned Avx2 or Avx512Vnni only where avx2 and
+        // fma are present (the row kernel is used only without the
+        // interleaved copy, so it has no VNNI twin).
+        Kernel::Avx2 | Kernel::Avx512Vnni => unsafe { avx2::dot_rows(w, scales, zps, acts) },
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
         Kernel::Simd128 | Kernel::RelaxedSimd => wasm::dot_rows(w, scales, zps, acts),
         _ => scalar(w, scales, zps, acts),
@@ -89,13 +105,30 @@ pub type ActSums<'a> = (&'a [i8], &'a [f32], &'a [i32]);
 /// 8 interleaved weight rows (`q4::Packed8`, one group) against up to
 /// `ROWS` activation rows: `out[row][lane]`, lane = weight row in the group.
 pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+    group_rows_on(detect(), w, scales, zps, acts)
+}
+
+/// `group_rows` on a given kernel, which must be `detect()` or one it
+/// implies (the self-test runs each kernel this CPU has).
+fn group_rows_on(
+    kernel: Kernel,
+    w: &[u8],
+    scales: &[f32],
+    zps: &[f32],
+    acts: &[ActSums<'_>],
+) -> [[f32; 8]; ROWS] {
     #[cfg(target_arch = "x86_64")]
-    if detect() == Kernel::Avx2 {
+    match kernel {
         // SAFETY: avx2 and fma were detected.
-        return unsafe { avx2::group_rows(w, scales, zps, acts) };
+        Kernel::Avx2 => return unsafe { avx2::group_rows(w, scales, zps, acts) },
+        // SAFETY: avx2, fma, avx512f, avx512vl and avx512vnni were detected.
+        Kernel::Avx512Vnni => return unsafe { avx512::group_rows(w, scales, zps, acts) },
+        _ => {}
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
+        // One kernel per wasm build: `kernel` names it.
+        let _ = kernel;
         return wasm::group_rows(w, scales, zps, acts);
     }
     #[allow(unreachable_code)]
@@ -154,6 +187,8 @@ pub fn scalar(w: &[u8], scales: &[f32], zps: Option<&[u8]>, acts: &[Act<'_>]) ->
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod wasm;
@@ -166,6 +201,16 @@ pub(crate) fn lcg(seed: &mut u64) -> u32 {
     (*seed >> 33) as u32
 }
 
+/// Every kernel this CPU runs, fastest first: natively AVX-512 VNNI
+/// implies AVX2, so both are tested there; in wasm the build's one.
+pub fn available() -> Vec<Kernel> {
+    let best = detect();
+    match best {
+        Kernel::Avx512Vnni => vec![best, Kernel::Avx2],
+        _ => vec![best],
+    }
+}
+
 /// The kernel this build runs, checked against the scalar reference on
 /// fixed pseudo-random data: the row kernel (`dot_rows`) and the
 /// interleaved one (`group_rows`, on weights interleaved here by hand),
@@ -176,6 +221,11 @@ pub(crate) fn lcg(seed: &mut u64) -> u32 {
 /// where SIMD128 is the kernel under test.
 pub fn self_test() -> (Kernel, f32) {
     let kernel = detect();
+    (kernel, self_test_on(kernel))
+}
+
+/// `self_test` for one kernel (one of `available()`).
+pub fn self_test_on(kernel: Kernel) -> f32 {
     let mut seed = 11;
     let blocks = 18;
     let rows: Vec<Vec<u8>> = (0..8)
@@ -238,7 +288,7 @@ pub fn self_test() -> (Kernel, f32) {
         let with_sums: Vec<ActSums<'_>> = (0..n)
             .map(|r| (q[r].as_slice(), d[r].as_slice(), sums[r].as_slice()))
             .collect();
-        let grouped = group_rows(&w, &s8, &z8, &with_sums);
+        let grouped = group_rows_on(kernel, &w, &s8, &z8, &with_sums);
         let twin = group_rows_scalar(&w, &s8, &z8, &with_sums);
         for lane in 0..8 {
             for zps in [None, Some(zp[lane].as_slice())] {
@@ -254,7 +304,7 @@ pub fn self_test() -> (Kernel, f32) {
             }
         }
     }
-    (kernel, worst)
+    worst
 }
 
 #[cfg(test)]
@@ -266,8 +316,10 @@ mod tests {
     /// off by whole units.
     #[test]
     fn the_fast_kernels_equal_the_scalar_reference() {
-        let (kernel, worst) = self_test();
-        println!("kernel {kernel:?}: worst relative difference {worst:e}");
-        assert!(worst <= 1e-5, "{kernel:?}: {worst}");
+        for kernel in available() {
+            let worst = self_test_on(kernel);
+            println!("kernel {kernel:?}: worst relative difference {worst:e}");
+            assert!(worst <= 1e-5, "{kernel:?}: {worst}");
+        }
     }
 }

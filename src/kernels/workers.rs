@@ -12,6 +12,13 @@
 //! a chunk by compare-and-swap on the whole word, so a worker that read an
 //! older job's fields can never claim a chunk of a newer one (the epoch
 //! differs), and a job's fields are written only while its word is closed.
+//!
+//! A worker whose chunk panics traps (the build aborts on panic) and never
+//! counts its chunk done; its JS catches the trap and calls `worker_died`,
+//! which counts the chunk and marks the job broken, so the caller stops
+//! waiting once every other chunk is done and gets `Ran::Broken` (the call
+//! fails with an error), rather than spinning on the page's main thread for
+//! ever. The dead worker takes no further chunks; the rest carry on.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
@@ -31,6 +38,16 @@ static CTX: AtomicUsize = AtomicUsize::new(0);
 static LIMIT: AtomicUsize = AtomicUsize::new(0);
 static BUSY: AtomicU32 = AtomicU32::new(0);
 static STARTED: AtomicUsize = AtomicUsize::new(0);
+/// Set when a worker died inside one of the current job's chunks.
+static BROKEN: AtomicU32 = AtomicU32::new(0);
+
+std::thread_local! {
+    /// Whether this thread is running a claimed chunk (read by
+    /// `worker_died` on a worker whose chunk trapped).
+    static IN_CHUNK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Whether this thread is a kernel worker (not the caller).
+    static WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
 
 /// A chunk runner: `ctx` is the caller's job, `index` the chunk.
 pub type Runner = unsafe fn(ctx: usize, index: usize);
@@ -43,6 +60,7 @@ pub fn started() -> usize {
 /// A worker's whole life: it never returns (the worker is terminated with
 /// its page).
 pub fn worker_loop(index: usize) -> ! {
+    WORKER.with(|w| w.set(true));
     STARTED.fetch_add(1, SeqCst);
     let mut seen = EPOCH.load(SeqCst);
     loop {
@@ -73,6 +91,22 @@ pub fn worker_loop(index: usize) -> ! {
     }
 }
 
+/// Whether the calling thread is a kernel worker.
+pub fn on_worker() -> bool {
+    WORKER.with(|w| w.get())
+}
+
+/// Called on a worker whose loop trapped (from its JS, after the trap): if
+/// it died inside a chunk, that chunk is counted so the caller stops
+/// waiting, and the job is marked broken. Its other state is not touched:
+/// after a trap this thread's Rust state is not to be trusted.
+pub fn worker_died() {
+    if IN_CHUNK.with(|c| c.get()) {
+        BROKEN.store(1, SeqCst);
+        DONE.fetch_add(1, SeqCst);
+    }
+}
+
 /// Claims and runs chunks of the current job until none is left.
 fn help() {
     loop {
@@ -95,25 +129,37 @@ fn help() {
         {
             // SAFETY: RUN holds a `Runner` stored by `run` for this epoch,
             // and the job's caller waits for this chunk before returning.
+            IN_CHUNK.with(|c| c.set(true));
             unsafe {
                 let f: Runner = std::mem::transmute::<usize, Runner>(run);
                 f(ctx, next as usize);
             }
+            IN_CHUNK.with(|c| c.set(false));
             DONE.fetch_add(1, SeqCst);
         }
     }
 }
 
+/// How a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ran {
+    Done,
+    /// Another job is in flight (a chunk that forks again): run serially.
+    Busy,
+    /// A worker died inside a chunk; every other chunk is done, so nothing
+    /// still writes the caller's data, but the result is incomplete.
+    Broken,
+}
+
 /// Runs chunks `0..count` of `ctx` on this thread and up to `workers`
-/// workers; returns when all are done. `false`: another job is in flight
-/// (a chunk that forks again), and the caller should run serially.
+/// workers; returns when all are done (or accounted for).
 ///
 /// # Safety
 /// `runner(ctx, i)` must be sound to call from any thread for each `i` in
 /// `0..count`, once each, concurrently.
-pub unsafe fn run(count: usize, workers: usize, runner: Runner, ctx: usize) -> bool {
+pub unsafe fn run(count: usize, workers: usize, runner: Runner, ctx: usize) -> Ran {
     if BUSY.swap(1, SeqCst) == 1 {
-        return false;
+        return Ran::Busy;
     }
     let epoch = EPOCH.load(SeqCst).wrapping_add(1);
     let base = u64::from(epoch) << 32;
@@ -135,5 +181,8 @@ pub unsafe fn run(count: usize, workers: usize, runner: Runner, ctx: usize) -> b
     }
     CLAIM.store(base | CLOSED, SeqCst);
     BUSY.store(0, SeqCst);
-    true
+    if BROKEN.swap(0, SeqCst) != 0 {
+        return Ran::Broken;
+    }
+    Ran::Done
 }

@@ -67,6 +67,8 @@ test("threaded build: the relaxed-SIMD kernel equals the scalar reference inside
     console.log(`# kernel self-test, threaded build: ${r.kernel}, worst relative difference ${r.worst.toExponential(2)}`);
     assert.equal(r.kernel, "relaxed-simd");
     assert.ok(r.worst <= 1e-5, `worst ${r.worst}`);
+    // Attention's scores, four keys at a time in SIMD128 registers, equal one at a time.
+    assert.equal(r.attentionDiffers, 0);
   } finally {
     await page.close();
   }
@@ -88,6 +90,86 @@ test("threaded build: the default is the page's cores up to four, and threads: 1
   assert.equal(single.info.threads, 1);
   assert.match(single.info.runtime, /1 thread\).*threaded build, 1 asked: this thread and 0 workers/);
   assert.deepEqual(single.decisions, dflt.decisions);
+});
+
+test("threaded build: workers that cannot start (the page's CSP forbids them) are load error `workers` naming the field and limit, and the page then loads on one thread", async () => {
+  const states = fixture().slice(0, 1);
+  const log = [];
+  const page = await harness(ctx, log, { build: "threads", workers: false });
+  let r;
+  try {
+    r = await page.evaluate(async ({ source, s }) => {
+      const { Engine } = window.readout;
+      let err = null;
+      try {
+        await Engine.load(source, { backend: "cpu", threads: 2 });
+      } catch (e) {
+        err = { code: e.code, field: e.field, limit: e.limit, message: e.message };
+      }
+      // The same call again fails the same way (no worker is counted as
+      // started), and one thread needs no worker.
+      let again = null;
+      try {
+        await Engine.load(source, { backend: "cpu", threads: 2 });
+      } catch (e) {
+        again = e.code;
+      }
+      const engine = await Engine.load(source, { backend: "cpu", threads: 1 });
+      const state = await engine.prefill(s);
+      const decisions = [];
+      for (const d of await state.scoreAll(s.criteria)) decisions.push([`${s.id}/${d.id}`, d.probs.map((p) => p.p)]);
+      await state.dispose();
+      const info = engine.info();
+      await engine.dispose();
+      return { err, again, info, decisions, isolated: self.crossOriginIsolated };
+    }, { source: `/models/${TINY}/`, s: states[0] });
+  } catch (e) {
+    throw new Error(`${e.message}\n${log.join("\n")}`);
+  } finally {
+    await page.close();
+  }
+  console.log(`# workers forbidden: ${r.err && r.err.message}`);
+  assert.equal(r.isolated, true);
+  assert.ok(r.err, "the load with 2 threads succeeded");
+  assert.deepEqual({ code: r.err.code, field: r.err.field, limit: r.err.limit }, { code: "workers", field: "threads", limit: 1 });
+  assert.match(r.err.message, /threads: 2 asked, 0 started: .*(Content Security Policy|kernel worker 0)/);
+  assert.equal(r.again, "workers");
+  assert.equal(r.info.threads, 1);
+  assert.match(r.info.runtime, /threaded build, 1 asked: this thread and 0 workers/);
+  // And it scores as the same build does on a page where workers may run.
+  assert.deepEqual(r.decisions, (await score("threads", states, 1)).decisions);
+});
+
+// A regression would hang the page, so the test has a deadline.
+test("threaded build: a kernel worker that panics inside its piece fails that job with an error instead of hanging the page, and the engine then scores on", { timeout: 120_000 }, async () => {
+  const states = fixture().slice(0, 1);
+  const log = [];
+  const page = await harness(ctx, log, { build: "threads" });
+  let r;
+  try {
+    r = await page.evaluate(async ({ source, s }) => {
+      const { Engine } = window.readout;
+      const { poolFaultTest } = await import("/pkg-diagnostics/readout.js");
+      const engine = await Engine.load(source, { backend: "cpu", threads: 2 });
+      const fault = poolFaultTest();
+      const state = await engine.prefill(s);
+      const decisions = [];
+      for (const d of await state.scoreAll(s.criteria)) decisions.push([`${s.id}/${d.id}`, d.probs.map((p) => p.p)]);
+      await state.dispose();
+      await engine.dispose();
+      return { fault, decisions };
+    }, { source: `/models/${TINY}/`, s: states[0] });
+  } catch (e) {
+    throw new Error(`${e.message}\n${log.join("\n")}`);
+  } finally {
+    await page.close();
+  }
+  console.log(`# a worker's piece panicked: ${r.fault.broken}`);
+  assert.match(r.fault.broken ?? "", /a kernel worker stopped inside its share of this operation/);
+  assert.equal(r.fault.second ?? null, null);
+  assert.equal(r.fault.done, 64);
+  // The engine, whose worker is now dead, scores as the build does on one thread.
+  assert.deepEqual(r.decisions, (await score("threads", states, 1)).decisions);
 });
 
 test("a page that is not cross-origin isolated: select.js says the threaded build cannot run and why, and the single-thread build runs one thread and says why", async () => {

@@ -52,7 +52,7 @@ pub fn reshape(x: &Value, spec: &Value) -> OpResult {
     }
     let known: usize = shape.iter().product();
     if let Some(i) = infer {
-        if known == 0 || x.len() % known != 0 {
+        if known == 0 || !x.len().is_multiple_of(known) {
             return Err(refuse());
         }
         shape[i] = x.len() / known;

@@ -212,7 +212,7 @@ impl Program {
                 };
                 let heads = attr_i(n, "num_heads").unwrap_or(0) as usize;
                 let kv_heads = attr_i(n, "kv_num_heads").unwrap_or(0) as usize;
-                if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 {
+                if heads == 0 || kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
                     return Err(unsupported(
                         n,
                         format!("{heads} heads over {kv_heads} key/value heads"),

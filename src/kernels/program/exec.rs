@@ -129,7 +129,7 @@ impl Program {
                     )));
                 }
                 let m = a.len() / w.k;
-                let mut y = w.matmul(a, m, precision, pool);
+                let mut y = w.matmul(a, m, precision, pool).map_err(err)?;
                 if let Some(b) = bias {
                     for row in y.chunks_mut(w.n) {
                         row.iter_mut().zip(b).for_each(|(o, bi)| *o += bi);
