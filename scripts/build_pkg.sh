@@ -22,17 +22,17 @@ if [ "$have_wb" != "$want_wb" ]; then
   log "wasm-bindgen $want_wb is needed (found: ${have_wb:-none}); run bash scripts/setup.sh"
   exit 1
 fi
-if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q "^rust-src"; then
-  log "the nightly toolchain with rust-src (for the threaded build) is missing; run bash scripts/setup.sh"
+# NIGHTLY and THREAD_FLAGS: the threaded build's toolchain and RUSTFLAGS
+# (shared with setup and the clippy gate).
+source scripts/thread_flags.sh
+if ! rustup component list --toolchain "$NIGHTLY" --installed 2>/dev/null | grep -q "^rust-src"; then
+  log "$NIGHTLY with rust-src (for the threaded build) is missing; run bash scripts/setup.sh"
   exit 1
 fi
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
   log "the wasm32-unknown-unknown target is missing; run bash scripts/setup.sh"
   exit 1
 fi
-
-# THREAD_FLAGS: the threaded build's RUSTFLAGS (shared with the clippy gate).
-source scripts/thread_flags.sh
 
 # build OUT FEATURES single|threads: one wasm build into OUT (threads: into OUT/threads).
 build() {
@@ -44,7 +44,7 @@ build() {
   if [ "$kind" = threads ]; then
     # Its own target dir: different flags would otherwise rebuild the other's.
     dir=target/threads
-    cargo=(cargo +nightly)
+    cargo=(cargo "+$NIGHTLY")
     flags+=(-Z build-std=panic_abort,std --target-dir "$dir")
     out="$out/threads"
   fi

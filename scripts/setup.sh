@@ -104,10 +104,13 @@ fi
 
 # The threaded browser build (scripts/build_pkg.sh) needs wasm atomics, which
 # only a nightly toolchain with the standard library's source can build
-# (`-Z build-std`); the stable toolchain builds everything else.
-if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q "^rust-src"; then
-  log "rustup toolchain install nightly --profile minimal --component rust-src"
-  rustup toolchain install nightly --profile minimal --component rust-src >&2
+# (`-Z build-std`); the stable toolchain builds everything else. Its date
+# is pinned in scripts/thread_flags.sh; clippy is for its gate in test.sh.
+source scripts/thread_flags.sh
+have_nightly=$(rustup component list --toolchain "$NIGHTLY" --installed 2>/dev/null || true)
+if ! grep -q "^rust-src" <<<"$have_nightly" || ! grep -q "^clippy" <<<"$have_nightly"; then
+  log "rustup toolchain install $NIGHTLY --profile minimal --component rust-src,clippy"
+  rustup toolchain install "$NIGHTLY" --profile minimal --component rust-src,clippy >&2
 fi
 
 # wasm-bindgen CLI at the exact version of the crate in Cargo.lock. Not

@@ -23,7 +23,7 @@ cargo clippy --locked --target wasm32-unknown-unknown --lib -- -D warnings
 cargo clippy --locked --target wasm32-unknown-unknown --lib --features diagnostics -- -D warnings
 # The threaded build compiles code (the worker pool) no other gate sees.
 source scripts/thread_flags.sh
-RUSTFLAGS="$THREAD_FLAGS" cargo +nightly clippy --locked --target wasm32-unknown-unknown --lib \
+RUSTFLAGS="$THREAD_FLAGS" cargo "+$NIGHTLY" clippy --locked --target wasm32-unknown-unknown --lib \
   --features diagnostics -Z build-std=panic_abort,std --target-dir target/threads -- -D warnings
 node bench/readme.mjs --check
 

@@ -1,5 +1,10 @@
-# Sourced by scripts/build_pkg.sh and scripts/test.sh: the threaded wasm
-# build's RUSTFLAGS, in one place so the clippy gate checks what ships.
+# Sourced by scripts/setup.sh, scripts/build_pkg.sh and scripts/test.sh: the
+# threaded wasm build's toolchain and RUSTFLAGS, in one place so the clippy
+# gate checks what ships.
+# The nightly is pinned by date: `-Z build-std` and the wasm threads flags
+# are unstable, so a later nightly could change what builds or ships.
+# shellcheck disable=SC2034
+NIGHTLY=nightly-2026-10-30
 # RUSTFLAGS replaces .cargo/config.toml's, so simd128 is repeated; relaxed
 # SIMD gives the kernels an integer dot product (every browser with wasm
 # threads and cross-origin isolation in Chromium's line has had it since
