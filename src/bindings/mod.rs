@@ -50,7 +50,9 @@ pub fn start() {
 struct Shared {
     /// `None` once the engine is disposed.
     engine: Mutex<Option<WebEngine>>,
-    report: LoadReport,
+    /// `threads` is brought up to date after each call: a kernel worker
+    /// that dies (a panic) no longer counts.
+    report: std::cell::RefCell<LoadReport>,
     live: Rc<Cell<usize>>,
     /// The engine's report at load, for the synchronous `info()` (it does not
     /// change afterwards; the counters beside it do).
@@ -75,6 +77,10 @@ impl Shared {
         })?;
         let r = f(engine).await.map_err(engine_err);
         self.read_back.set(engine.bytes_read_back());
+        if let Some(own) = engine.runtime().own() {
+            self.report.borrow_mut().threads = Some(own.info().threads as f64);
+            self.info.replace(Some(engine.info()));
+        }
         r
     }
 }
@@ -131,7 +137,7 @@ impl Engine {
         Ok(Engine {
             shared: Rc::new(Shared {
                 engine: Mutex::new(Some(loaded.engine)),
-                report: loaded.report,
+                report: std::cell::RefCell::new(loaded.report),
                 live: loaded.live,
                 info: std::cell::RefCell::new(Some(info)),
                 read_back,
@@ -182,11 +188,12 @@ impl Engine {
             device_lost: Option<String>,
         }
         let engine = self.shared.info.borrow();
+        let report = self.shared.report.borrow();
         let run_limit = engine.as_ref().map(|i| i.proof.run_limit);
         let device_lost = self.shared.lost.as_ref().and_then(|l| l.borrow().clone());
         to_js(&Info {
             engine: &engine,
-            load: &self.shared.report,
+            load: &report,
             run_limit,
             bytes_read_back: self.shared.read_back.get(),
             live_gpu_tensors: self.shared.live.get(),

@@ -81,12 +81,35 @@ impl Pool {
         }
     }
 
+    /// The threads a job runs on now: in the threaded browser build, a
+    /// worker that died (a panic) since the pool was made no longer counts.
     pub fn threads(&self) -> usize {
-        self.threads
+        self.threads.min(self.live())
     }
 
-    pub fn why(&self) -> &str {
-        &self.why
+    pub fn why(&self) -> String {
+        let lost = self.threads - self.threads.min(self.live());
+        if lost == 0 {
+            return self.why.clone();
+        }
+        let s = if lost == 1 { "" } else { "s" };
+        format!(
+            "{}; {lost} kernel worker{s} stopped since (a panic), so {} run",
+            self.why,
+            self.threads()
+        )
+    }
+
+    /// This thread and the kernel workers still running.
+    fn live(&self) -> usize {
+        #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
+        {
+            super::workers::started().saturating_sub(super::workers::died()) + 1
+        }
+        #[cfg(not(all(target_arch = "wasm32", target_feature = "atomics")))]
+        {
+            self.threads
+        }
     }
 
     /// Calls `f(index, chunk)` for each `chunk`-long piece of `data`, in
@@ -110,8 +133,10 @@ impl Pool {
             return Ok(());
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
-        if self.threads > 1 && data.len() > chunk {
+        if self.threads() > 1 && data.len() > chunk {
             use super::workers::Ran;
+            // Worker indices below `self.threads - 1` take part; a dead one
+            // among them claims nothing, so the others do its share.
             match shared::chunks_mut(self.threads - 1, data, chunk, &f) {
                 Ran::Done => return Ok(()),
                 Ran::Broken => return Err(OpError::WorkerDied),

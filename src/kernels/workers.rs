@@ -40,6 +40,8 @@ static BUSY: AtomicU32 = AtomicU32::new(0);
 static STARTED: AtomicUsize = AtomicUsize::new(0);
 /// Set when a worker died inside one of the current job's chunks.
 static BROKEN: AtomicU32 = AtomicU32::new(0);
+/// Workers whose loop trapped: they take no further chunks.
+static DIED: AtomicUsize = AtomicUsize::new(0);
 
 std::thread_local! {
     /// Whether this thread is running a claimed chunk (read by
@@ -55,6 +57,11 @@ pub type Runner = unsafe fn(ctx: usize, index: usize);
 /// Workers that reached their loop.
 pub fn started() -> usize {
     STARTED.load(SeqCst)
+}
+
+/// Workers that reached their loop and later trapped.
+pub fn died() -> usize {
+    DIED.load(SeqCst)
 }
 
 /// A worker's whole life: it never returns (the worker is terminated with
@@ -101,6 +108,7 @@ pub fn on_worker() -> bool {
 /// waiting, and the job is marked broken. Its other state is not touched:
 /// after a trap this thread's Rust state is not to be trusted.
 pub fn worker_died() {
+    DIED.fetch_add(1, SeqCst);
     if IN_CHUNK.with(|c| c.get()) {
         BROKEN.store(1, SeqCst);
         DONE.fetch_add(1, SeqCst);

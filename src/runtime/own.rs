@@ -189,7 +189,7 @@ impl OwnRuntime {
             precision: self.precision,
             threads: self.pool.threads(),
             build: crate::kernels::BUILD,
-            threads_why: self.pool.why().to_string(),
+            threads_why: self.pool.why(),
             weight_bytes: self.program.weight_bytes,
             pack: self.branch_budget(),
             forwards: self.forwards,

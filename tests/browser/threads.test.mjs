@@ -156,8 +156,9 @@ test("threaded build: a kernel worker that panics inside its piece fails that jo
       const decisions = [];
       for (const d of await state.scoreAll(s.criteria)) decisions.push([`${s.id}/${d.id}`, d.probs.map((p) => p.p)]);
       await state.dispose();
+      const info = engine.info();
       await engine.dispose();
-      return { fault, decisions };
+      return { fault, decisions, info };
     }, { source: `/models/${TINY}/`, s: states[0] });
   } catch (e) {
     throw new Error(`${e.message}\n${log.join("\n")}`);
@@ -168,8 +169,12 @@ test("threaded build: a kernel worker that panics inside its piece fails that jo
   assert.match(r.fault.broken ?? "", /a kernel worker stopped inside its share of this operation/);
   assert.equal(r.fault.second ?? null, null);
   assert.equal(r.fault.done, 64);
-  // The engine, whose worker is now dead, scores as the build does on one thread.
+  // The engine, whose worker is now dead, scores as the build does on one
+  // thread, and says it runs on one.
   assert.deepEqual(r.decisions, (await score("threads", states, 1)).decisions);
+  console.log(`# after: ${r.info.runtime}`);
+  assert.equal(r.info.threads, 1);
+  assert.match(r.info.runtime, /2 asked: this thread and 1 worker; 1 kernel worker stopped since \(a panic\), so 1 run/);
 });
 
 test("a page that is not cross-origin isolated: select.js says the threaded build cannot run and why, and the single-thread build runs one thread and says why", async () => {
