@@ -133,3 +133,60 @@ pub unsafe fn dot_rows(
     }
     out
 }
+
+/// See `super::quantise`: per block, 4 loads of 8, the largest magnitude
+/// (NaN skipped, as `f32::max` does), then each value scaled, rounded half
+/// away from zero, truncated (a NaN masked to 0, as `as i8` gives), narrowed
+/// to bytes and put in nibble order by two shuffles.
+#[target_feature(enable = "avx2,fma")]
+pub unsafe fn quantise(a: &[f32], q: &mut [i8], d: &mut [f32], sum: &mut [i32]) {
+    let blocks = d
+        .len()
+        .min(sum.len())
+        .min(a.len() / BLOCK)
+        .min(q.len() / BLOCK);
+    let sign = _mm256_set1_ps(-0.0);
+    let half = _mm256_set1_ps(0.5);
+    // Dwords of the two narrowings back in element order, then per lane the
+    // even bytes before the odd ones, then the lanes' evens before their odds.
+    let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    let split = _mm256_setr_epi8(
+        0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5,
+        7, 9, 11, 13, 15,
+    );
+    for b in 0..blocks {
+        // SAFETY: `a` and `q` hold `blocks` blocks of 32.
+        let (p, o) = unsafe { (a.as_ptr().add(b * BLOCK), q.as_mut_ptr().add(b * BLOCK)) };
+        let v: [__m256; 4] = std::array::from_fn(|i| unsafe { _mm256_loadu_ps(p.add(8 * i)) });
+        let mut m = _mm256_setzero_ps();
+        for x in v {
+            // maxps returns its second operand when either is NaN.
+            m = _mm256_max_ps(_mm256_andnot_ps(sign, x), m);
+        }
+        let m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+        let scale = amax / 127.0;
+        let inv = _mm256_set1_ps(if scale > 0.0 { 1.0 / scale } else { 0.0 });
+        let t: [__m256i; 4] = v.map(|x| {
+            let x = _mm256_mul_ps(x, inv);
+            let r = _mm256_add_ps(x, _mm256_or_ps(_mm256_and_ps(x, sign), half));
+            let ordered = _mm256_castps_si256(_mm256_cmp_ps(r, r, _CMP_ORD_Q));
+            _mm256_and_si256(_mm256_cvttps_epi32(r), ordered)
+        });
+        let s8 = _mm256_add_epi32(_mm256_add_epi32(t[0], t[1]), _mm256_add_epi32(t[2], t[3]));
+        let s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256(s8, 1));
+        let s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+        let s1 = _mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1));
+        let bytes = _mm256_packs_epi16(
+            _mm256_packs_epi32(t[0], t[1]),
+            _mm256_packs_epi32(t[2], t[3]),
+        );
+        let natural = _mm256_permutevar8x32_epi32(bytes, order);
+        let nibbles = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(natural, split), 0b11_01_10_00);
+        // SAFETY: block `b` of `q` is 32 bytes.
+        unsafe { _mm256_storeu_si256(o as *mut __m256i, nibbles) };
+        d[b] = scale;
+        sum[b] = _mm_cvtsi128_si32(s1);
+    }
+}

@@ -258,3 +258,67 @@ pub fn dot_rows(w: &[u8], scales: &[f32], zps: Option<&[u8]>, acts: &[Act<'_>]) 
     }
     out
 }
+
+/// See `super::quantise`: per block, 8 loads of 4, the largest magnitude
+/// (`pmax` keeps its first operand against a NaN, as `f32::max` skips it),
+/// then each value scaled, rounded half away from zero and truncated with
+/// saturation (NaN to 0, as `as i8`), narrowed to bytes in element order
+/// and split into even and odd elements by one shuffle each.
+pub fn quantise(a: &[f32], q: &mut [i8], d: &mut [f32], sum: &mut [i32]) {
+    let blocks = d
+        .len()
+        .min(sum.len())
+        .min(a.len() / BLOCK)
+        .min(q.len() / BLOCK);
+    let sign = f32x4_splat(-0.0);
+    let half = f32x4_splat(0.5);
+    for b in 0..blocks {
+        let src = &a[b * BLOCK..(b + 1) * BLOCK];
+        // SAFETY: `src` holds 32 values.
+        let v: [v128; 8] =
+            std::array::from_fn(|i| unsafe { v128_load(src.as_ptr().add(4 * i) as *const v128) });
+        let mut m = f32x4_splat(0.0);
+        for x in v {
+            m = f32x4_pmax(m, f32x4_abs(x));
+        }
+        let amax = f32x4_extract_lane::<0>(m)
+            .max(f32x4_extract_lane::<1>(m))
+            .max(f32x4_extract_lane::<2>(m))
+            .max(f32x4_extract_lane::<3>(m));
+        let scale = amax / 127.0;
+        let inv = f32x4_splat(if scale > 0.0 { 1.0 / scale } else { 0.0 });
+        let t: [v128; 8] = v.map(|x| {
+            let x = f32x4_mul(x, inv);
+            i32x4_trunc_sat_f32x4(f32x4_add(x, v128_or(v128_and(x, sign), half)))
+        });
+        let mut s4 = t[0];
+        for x in &t[1..] {
+            s4 = i32x4_add(s4, *x);
+        }
+        let s = i32x4_extract_lane::<0>(s4)
+            + i32x4_extract_lane::<1>(s4)
+            + i32x4_extract_lane::<2>(s4)
+            + i32x4_extract_lane::<3>(s4);
+        let bytes = |i: usize| {
+            i8x16_narrow_i16x8(
+                i16x8_narrow_i32x4(t[i], t[i + 1]),
+                i16x8_narrow_i32x4(t[i + 2], t[i + 3]),
+            )
+        };
+        let (first, second) = (bytes(0), bytes(4));
+        let even = i8x16_shuffle::<0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30>(
+            first, second,
+        );
+        let odd = i8x16_shuffle::<1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31>(
+            first, second,
+        );
+        let dst = &mut q[b * BLOCK..(b + 1) * BLOCK];
+        // SAFETY: `dst` holds 32 bytes.
+        unsafe {
+            v128_store(dst.as_mut_ptr() as *mut v128, even);
+            v128_store(dst.as_mut_ptr().add(BLOCK_BYTES) as *mut v128, odd);
+        }
+        d[b] = scale;
+        sum[b] = s;
+    }
+}

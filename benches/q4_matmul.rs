@@ -1,0 +1,95 @@
+//! Native benchmark (a program, not a test) of the int4 × int8 product
+//! alone, on SmolLM2-135M's matrix shapes with random weights: how many
+//! multiply-adds a second each kernel this CPU has reaches, per row count
+//! (1 row: a single token; 45: a criterion; 256: a prefill or a pass of
+//! packed branches). The kernel is the fastest this CPU has;
+//! `READOUT_KERNEL=avx2` (or `scalar`) runs a slower one to compare.
+//!
+//!   cargo bench --bench q4_matmul -- [--threads 1] [--rounds 15]
+//!
+//! Writes bench/results/<date>-q4-matmul.json.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use readout::core::sweep::median;
+use readout::host::{machine, today};
+use readout::kernels::q4::Q4Matrix;
+use readout::kernels::simd;
+use readout::kernels::{Pool, Precision};
+use serde_json::json;
+
+fn arg(args: &[String], flag: &str, default: usize) -> usize {
+    match args.iter().position(|a| a == flag) {
+        Some(i) => args
+            .get(i + 1)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{flag} takes a whole number")),
+        None => default,
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let threads = arg(&args, "--threads", 1);
+    let rounds = arg(&args, "--rounds", 15);
+    let pool = Pool::new(threads).expect("thread pool");
+    // SmolLM2-135M: q/o (576 × 576), k/v (192 × 576), gate/up (1536 × 576),
+    // down (576 × 1536).
+    let shapes: [(usize, usize); 4] = [(576, 576), (192, 576), (1536, 576), (576, 1536)];
+    let mut seed = 5u64;
+    let mats: Vec<Q4Matrix> = shapes
+        .iter()
+        .map(|&(n, k)| {
+            let q = (0..n * k / 2).map(|_| simd::lcg(&mut seed) as u8).collect();
+            let scales = (0..n * k / 32)
+                .map(|_| (simd::lcg(&mut seed) % 100) as f32 * 1e-4 + 1e-3)
+                .collect();
+            let zps: Vec<u8> = (0..n * (k / 32).div_ceil(2))
+                .map(|_| simd::lcg(&mut seed) as u8)
+                .collect();
+            Q4Matrix::new(n, k, Arc::new(q), scales, Some(&zps)).expect("matrix")
+        })
+        .collect();
+    let kernel = simd::detect();
+    let mut rows_out = Vec::new();
+    for m in [1usize, 45, 256] {
+        let acts: Vec<Vec<f32>> = shapes
+            .iter()
+            .map(|&(_, k)| {
+                (0..m * k)
+                    .map(|_| (simd::lcg(&mut seed) % 2000) as f32 / 1000.0 - 1.0)
+                    .collect()
+            })
+            .collect();
+        let macs: usize = shapes.iter().map(|&(n, k)| n * k * m).sum();
+        let mut times = Vec::new();
+        for _ in 0..rounds {
+            let t0 = Instant::now();
+            for (w, a) in mats.iter().zip(&acts) {
+                std::hint::black_box(w.matmul(a, m, Precision::Int8, &pool).expect("matmul"));
+            }
+            times.push(t0.elapsed().as_secs_f64());
+        }
+        let t = median(&times);
+        let gmacs = macs as f64 / t / 1e9;
+        eprintln!(
+            "[q4_matmul] {} kernel, {threads} thread(s), {m} rows: {:.3} ms a layer's matrices, {gmacs:.1} G multiply-adds/s",
+            kernel.name(),
+            t * 1e3
+        );
+        rows_out.push(json!({ "rows": m, "ms_per_layer": t * 1e3, "gmacs": gmacs }));
+    }
+    let out = json!({
+        "date": today(),
+        "machine": machine(),
+        "command": format!("cargo bench --bench q4_matmul -- --threads {threads} --rounds {rounds}"),
+        "kernel": kernel,
+        "threads": threads,
+        "shapes_n_k": shapes,
+        "results": rows_out,
+    });
+    let path = format!("bench/results/{}-q4-matmul.json", today());
+    std::fs::write(&path, serde_json::to_string_pretty(&out).expect("json")).expect("write");
+    eprintln!("[q4_matmul] wrote {path}");
+}
