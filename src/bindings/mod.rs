@@ -77,9 +77,14 @@ impl Shared {
         })?;
         let r = f(engine).await.map_err(engine_err);
         self.read_back.set(engine.bytes_read_back());
+        // Rebuilt only when a kernel worker died during the call: the
+        // report is otherwise what the load made.
         if let Some(own) = engine.runtime().own() {
-            self.report.borrow_mut().threads = Some(own.info().threads as f64);
-            self.info.replace(Some(engine.info()));
+            let threads = Some(own.threads() as f64);
+            if self.report.borrow().threads != threads {
+                self.report.borrow_mut().threads = threads;
+                self.info.replace(Some(engine.info()));
+            }
         }
         r
     }

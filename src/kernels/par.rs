@@ -88,7 +88,7 @@ impl Pool {
     }
 
     pub fn why(&self) -> String {
-        let lost = self.threads - self.threads.min(self.live());
+        let lost = self.threads - self.threads();
         if lost == 0 {
             return self.why.clone();
         }

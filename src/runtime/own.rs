@@ -180,6 +180,12 @@ impl OwnRuntime {
         })
     }
 
+    /// The threads a run uses now (fewer than at load once a kernel
+    /// worker died); cheap, unlike `info`.
+    pub fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+
     pub fn info(&self) -> OwnInfo {
         OwnInfo {
             kernel: match self.precision {
