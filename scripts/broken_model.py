@@ -13,6 +13,16 @@ meets non-finite logits (spec §12).
 
     .venv/bin/python scripts/broken_model.py models/qwen3-tiny-random-q4 target/browser/broken-kv
     .venv/bin/python scripts/broken_model.py --nan-on zebra models/qwen3-tiny-random-q4-trimmed target/browser/nan-on-zebra
+
+--unsupported: the logits pass through an Erf node, an operator our own
+runtime does not compute, so its load refuses the graph by the node's name.
+
+--too-large: one more initializer, unused, declaring 4 GiB of float32 in
+model.onnx.data (whose bytes are not there), so our own runtime refuses it
+from the declared sizes before it copies a weight.
+
+    .venv/bin/python scripts/broken_model.py --unsupported models/qwen3-tiny-random-q4 target/browser/unsupported-op
+    .venv/bin/python scripts/broken_model.py --too-large models/qwen3-tiny-random-q4 target/browser/too-large
 """
 import os
 import shutil
@@ -60,6 +70,36 @@ def nan_on(word, src, dst):
     print(f"model whose logits are NaN when token {token} ({word!r}) is fed, written to {dst}", file=sys.stderr)
 
 
+def unsupported(src, dst):
+    os.makedirs(dst, exist_ok=True)
+    m = onnx.load(os.path.join(src, "model.onnx"), load_external_data=False)
+    for node in m.graph.node:
+        for i, o in enumerate(node.output):
+            if o == "logits":
+                node.output[i] = "logits.before_erf"
+    m.graph.node.append(helper.make_node("Erf", ["logits.before_erf"], ["logits"], name="refused.erf"))
+    onnx.save(m, os.path.join(dst, "model.onnx"))
+    copy_rest(src, dst)
+    print(f"model whose logits pass through Erf (node refused.erf) written to {dst}", file=sys.stderr)
+
+
+def too_large(src, dst):
+    os.makedirs(dst, exist_ok=True)
+    m = onnx.load(os.path.join(src, "model.onnx"), load_external_data=False)
+    t = onnx.TensorProto()
+    t.name = "declared_4_gib"
+    t.data_type = onnx.TensorProto.FLOAT
+    t.dims.extend([1 << 20, 1 << 10])
+    t.data_location = onnx.TensorProto.EXTERNAL
+    for k, v in (("location", "model.onnx.data"), ("offset", "0"), ("length", str(4 << 30))):
+        e = t.external_data.add()
+        e.key, e.value = k, v
+    m.graph.initializer.append(t)
+    onnx.save(m, os.path.join(dst, "model.onnx"))
+    copy_rest(src, dst)
+    print(f"model declaring 4 GiB more of weights written to {dst}", file=sys.stderr)
+
+
 def main(src, dst):
     os.makedirs(dst, exist_ok=True)
     m = onnx.load(os.path.join(src, "model.onnx"), load_external_data=False)
@@ -79,5 +119,9 @@ def main(src, dst):
 if __name__ == "__main__":
     if sys.argv[1] == "--nan-on":
         nan_on(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "--unsupported":
+        unsupported(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "--too-large":
+        too_large(sys.argv[2], sys.argv[3])
     else:
         main(sys.argv[1], sys.argv[2])

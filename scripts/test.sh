@@ -44,6 +44,8 @@ tiny=models/qwen3-tiny-random-q4
 # Trimmed, so the proof's many shorter-run trials read one row each.
 .venv/bin/python scripts/broken_model.py "$tiny-trimmed" target/browser/broken-kv
 .venv/bin/python scripts/broken_model.py --nan-on zebra "$tiny-trimmed" target/browser/nan-on-zebra
+.venv/bin/python scripts/broken_model.py --unsupported "$tiny" target/browser/unsupported-op
+.venv/bin/python scripts/broken_model.py --too-large "$tiny" target/browser/too-large
 .venv/bin/python scripts/gqa_graph.py target/browser/gqa.onnx
 [ -f target/browser/tiny-hidden/model.onnx ] || "$readout" expose-hidden "$tiny" -o target/browser/tiny-hidden >/dev/null
 

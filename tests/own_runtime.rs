@@ -504,9 +504,26 @@ fn graphs_it_cannot_compute_are_refused_by_name() {
 
     // Too large for the build: refused before a weight is copied, with the sizes.
     match load_err(&bytes, &dir, 1 << 20) {
-        e @ KernelError::TooLarge { needed, limit } => {
+        e @ KernelError::TooLarge { needed, limit, .. } => {
             assert!(needed > limit && limit == 1 << 20);
             assert_eq!(e.info().code, "model_too_large");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Files a load could not hold: refused from their sizes alone (the
+    // browser checks before copying them into wasm memory).
+    let limit = 5u64 << 20;
+    assert!(readout::runtime::own::check_files_fit(1 << 20, limit).is_ok());
+    match readout::runtime::own::check_files_fit((1 << 20) + 1, limit) {
+        Err(readout::runtime::RuntimeError::Kernels(
+            e @ KernelError::TooLarge {
+                needed, limit: l, ..
+            },
+        )) => {
+            assert_eq!((needed, l), (5 * ((1 << 20) + 1), limit));
+            assert_eq!(e.info().code, "model_too_large");
+            assert!(e.to_string().contains("to load"), "{e}");
         }
         other => panic!("{other:?}"),
     }

@@ -147,6 +147,17 @@ pub async fn load(
                 },
             )?;
             let chosen = catalog.find(&choice.model)?;
+            if choice.backend == Chosen::Cpu {
+                // The catalog says how large the graph is: a model our
+                // runtime could not hold is refused before its download.
+                let bytes = chosen
+                    .files
+                    .iter()
+                    .filter(|f| matches!(f.role.as_str(), "graph" | "external_data"))
+                    .map(|f| f.bytes)
+                    .sum();
+                crate::runtime::own::check_files_fit(bytes, crate::runtime::own::WEIGHT_LIMIT)?;
+            }
             let mut files = entry_files(chosen, &cat_url, progress).await?;
             files.readout = chosen.readout;
             (choice, files)
@@ -193,7 +204,15 @@ pub async fn load(
     let (runtime, readout, threads) = match choice.backend {
         Chosen::Cpu => {
             // The bytes are copied into wasm memory once; onnxruntime-web is
-            // never imported on this path.
+            // never imported on this path. A model the heap could not hold
+            // is refused before that copy, which would otherwise abort.
+            let file_bytes = u64::from(files.graph.length())
+                + files
+                    .external
+                    .iter()
+                    .map(|(_, b)| u64::from(b.length()))
+                    .sum::<u64>();
+            crate::runtime::own::check_files_fit(file_bytes, crate::runtime::own::WEIGHT_LIMIT)?;
             let graph = files.graph.to_vec();
             let external: Vec<(String, Vec<u8>)> = files
                 .external

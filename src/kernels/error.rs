@@ -29,9 +29,14 @@ pub enum KernelError {
     /// The kernels' thread pool could not be started.
     #[error("{threads} kernel threads: {reason}")]
     Threads { threads: usize, reason: String },
-    /// The weights would not fit the address space (wasm32: 4 GiB).
-    #[error("the model needs {needed} bytes of weights; this build holds at most {limit}")]
-    TooLarge { needed: u64, limit: u64 },
+    /// The model would not fit the address space (wasm32: 4 GiB): its
+    /// declared weights, or what a load of its files holds at its peak.
+    #[error("the model needs {needed} bytes {what}; this build holds at most {limit}")]
+    TooLarge {
+        needed: u64,
+        limit: u64,
+        what: &'static str,
+    },
 }
 
 impl KernelError {

@@ -16,7 +16,7 @@
 //!   weight bytes unpack to low nibbles then high nibbles and line up with
 //!   them without a shuffle.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::par::Pool;
 use super::simd;
@@ -45,8 +45,11 @@ pub struct Q4Matrix {
     /// One zero point per block, unpacked; `None`: 8 everywhere.
     zero_points: Option<Vec<u8>>,
     /// The same weights interleaved 8 rows at a time for the AVX2 and
-    /// SIMD128 kernels (`simd::group_rows`); made at load where one runs.
-    packed: Option<Packed8>,
+    /// SIMD128 kernels (`simd::group_rows`), made by the first int8 product
+    /// where one runs: not at load, when the model's files are still held
+    /// (a load's peak memory would carry both), and never for a matrix
+    /// only gathered from (an untied embedding) or only computed in float32.
+    packed: OnceLock<Option<Packed8>>,
 }
 
 /// 8 weight rows interleaved per block: step `j` (0..4) of block `b` holds
@@ -182,25 +185,34 @@ impl Q4Matrix {
                 Some(out)
             }
         };
-        let mut m = Self {
+        let m = Self {
             n,
             k,
             blocks,
             q,
             scales,
             zero_points,
-            packed: None,
+            packed: OnceLock::new(),
         };
-        if matches!(
+        Ok(m)
+    }
+
+    /// Whether this CPU's or build's int8 kernel reads the interleaved copy.
+    fn kernel_packs() -> bool {
+        matches!(
             simd::detect(),
             simd::Kernel::Avx2
                 | simd::Kernel::Avx512Vnni
                 | simd::Kernel::Simd128
                 | simd::Kernel::RelaxedSimd
-        ) {
-            m.packed = Some(m.pack8());
-        }
-        Ok(m)
+        )
+    }
+
+    /// The interleaved copy, made on first use where the kernel reads it.
+    fn packed(&self) -> Option<&Packed8> {
+        self.packed
+            .get_or_init(|| Self::kernel_packs().then(|| self.pack8()))
+            .as_ref()
     }
 
     fn pack8(&self) -> Packed8 {
@@ -230,13 +242,16 @@ impl Q4Matrix {
         }
     }
 
+    /// The bytes this matrix holds once its products have run (the
+    /// interleaved copy counted where the kernel makes one).
     pub fn bytes(&self) -> usize {
-        self.q.len()
-            + self.scales.len() * 4
-            + self
-                .packed
-                .as_ref()
-                .map_or(0, |p| p.q.len() + p.scales.len() * 8)
+        let cells = self.n.div_ceil(8) * 8 * self.blocks;
+        let packed = if Self::kernel_packs() {
+            cells * BLOCK_BYTES + cells * 8
+        } else {
+            0
+        };
+        self.q.len() + self.scales.len() * 4 + packed
     }
 
     fn zp(&self, row: usize, b: usize) -> u8 {
@@ -286,7 +301,7 @@ impl Q4Matrix {
                     }
                 }
             })?,
-            Precision::Int8 if self.packed.is_some() => {
+            Precision::Int8 if self.packed().is_some() => {
                 return self.matmul_packed(a, m, pool);
             }
             Precision::Int8 => {
@@ -320,7 +335,7 @@ impl Q4Matrix {
         // 32 rows of activations: K int8 each plus block scales and sums,
         // 18–50 KB for SmolLM2's K of 576–1536, within L2 beside the weights.
         const ROW_TILE: usize = 32;
-        let Some(p) = &self.packed else {
+        let Some(p) = self.packed() else {
             return Ok(Vec::new());
         };
         let rows = QuantRows::new(a, m, self.k);

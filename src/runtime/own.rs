@@ -114,6 +114,32 @@ pub const WEIGHT_LIMIT: u64 = if cfg!(target_arch = "wasm32") {
     u64::MAX
 };
 
+/// What a load holds at its peak, per byte of the model's files: the
+/// files' own copy beside the weights read out of it (float16 scales
+/// widened to float32), then, from the first run, the weights beside the
+/// SIMD kernels' interleaved copy of every int4 product's matrix. Counted
+/// by the allocator in `tests/load_peak.rs`: at most 2.5 on the tiny
+/// models, 3.2 on SmolLM2-135M, 4.1 on the Qwen3-0.6B shape (its untied
+/// head is a second vocabulary-sized matrix); 5 keeps a margin.
+pub const LOAD_BYTES_PER_FILE_BYTE: u64 = 5;
+
+/// Refuses, before their bytes are copied into this build's memory, model
+/// files that a load could not hold within `limit` (`WEIGHT_LIMIT` for this
+/// build): on wasm32 that copy is where an oversized model would exhaust
+/// the heap and abort the module.
+pub fn check_files_fit(file_bytes: u64, limit: u64) -> Result<(), RuntimeError> {
+    let needed = file_bytes.saturating_mul(LOAD_BYTES_PER_FILE_BYTE);
+    if needed > limit {
+        return Err(crate::kernels::KernelError::TooLarge {
+            needed,
+            limit,
+            what: "to load (5 bytes of memory per byte of its files: their copy, the weights read out of it, the kernels' interleaved copy)",
+        }
+        .into());
+    }
+    Ok(())
+}
+
 impl OwnRuntime {
     /// `graph`: the ONNX bytes; `external`: each external-data location's
     /// bytes; `kv_dims`: (kv heads, head dim) from config.json.

@@ -262,6 +262,61 @@ test("bad input gives an Error naming the field and limit, and the next call suc
   assert.equal(r.live, 0);
 });
 
+test("cpu backend: a graph it does not compute, and models too large for the wasm32 heap, are refused by name, code and limit; the page then loads and scores", async () => {
+  // A catalog whose tiny entry claims 1 GiB of weights: refused from the
+  // catalog's sizes, before the download (the files are the real ones).
+  const entry = catalog().models.find((m) => m.id === TINY);
+  const huge = { ...entry, files: entry.files.map((f) => ({ ...f, url: `../../${f.url}`, bytes: f.role === "external_data" ? 1 << 30 : f.bytes })) };
+  writeFileSync(join(OUT, "models-huge.json"), JSON.stringify({ version: 1, models: [huge] }));
+  const r = await inPage(async ({ Engine }, { tiny }) => {
+    const out = { codes: {}, fetched: {} };
+    const sources = {
+      unsupported: "/target/browser/unsupported-op/",
+      declared: "/target/browser/too-large/",
+      catalog: `/target/browser/models-huge.json#${tiny}`,
+    };
+    // What each load fetches, seen where the engine calls fetch.
+    const seen = [];
+    const fetch0 = window.fetch;
+    window.fetch = (u, ...rest) => {
+      seen.push(String(u?.url ?? u).split("/").pop());
+      return fetch0(u, ...rest);
+    };
+    for (const [name, src] of Object.entries(sources)) {
+      seen.length = 0;
+      try {
+        await Engine.load(src, { backend: "cpu" });
+        out[name] = "loaded";
+      } catch (e) {
+        out[name] = e instanceof Error ? e.message : `not an Error: ${e}`;
+        out.codes[name] = { code: e?.code, field: e?.field, limit: e?.limit };
+      }
+      out.fetched[name] = [...seen];
+    }
+    window.fetch = fetch0;
+    // Nothing was left half-loaded: the same page loads the real model and scores.
+    const e = await Engine.load(`/models/${tiny}/`, { backend: "cpu" });
+    const s = await e.prefill({ evidence: "The lamp in the hall is red." });
+    const d = await s.score({ id: "c", question: "What colour is the lamp?", options: [{ id: "red", description: "Red" }, { id: "blue", description: "Blue" }] });
+    out.after = [e.info().backend, d.probs.length];
+    await s.dispose();
+    await e.dispose();
+    return out;
+  }, { tiny: TINY });
+  const limit = 3 * 2 ** 30;
+  assert.match(r.unsupported, /node refused\.erf \(Erf\) is not something this runtime computes/);
+  assert.deepEqual(r.codes.unsupported, { code: "graph_unsupported", field: "refused.erf", limit: undefined });
+  assert.match(r.declared, new RegExp(`the model needs \\d+ bytes of weights; this build holds at most ${limit}`));
+  assert.deepEqual(r.codes.declared, { code: "model_too_large", field: undefined, limit });
+  assert.match(r.catalog, new RegExp(`the model needs \\d+ bytes to load \\(\\d+ bytes of memory per byte of its files.*; this build holds at most ${limit}`));
+  assert.deepEqual(r.codes.catalog, { code: "model_too_large", field: undefined, limit });
+  // Refused from models.json alone: no model file was fetched (the others
+  // fetched theirs, so the count sees the engine's fetches).
+  assert.deepEqual(r.fetched.catalog, ["models-huge.json"]);
+  assert.ok(r.fetched.declared.includes("model.onnx.data"), r.fetched.declared.join());
+  assert.deepEqual(r.after, ["cpu", 2]);
+});
+
 test("a letter that is not one token, and non-finite logits, give Errors that name them; the next call succeeds", async () => {
   // The tiny model with a tokenizer that splits "A" (a Replace normalizer appends a control byte).
   const split = join(OUT, "letters-split");

@@ -52,7 +52,11 @@ impl Program {
             })
             .fold(0u64, u64::saturating_add);
         if needed > limit {
-            return Err(KernelError::TooLarge { needed, limit });
+            return Err(KernelError::TooLarge {
+                needed,
+                limit,
+                what: "of weights",
+            });
         }
         let mut names: HashMap<String, Ref> = HashMap::new();
         let mut consts = Vec::new();
