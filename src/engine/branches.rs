@@ -91,6 +91,83 @@ pub(super) async fn read_last<R: Runtime>(
     Ok(out)
 }
 
+/// Shortest prefix worth running once for a group: below it, the child
+/// past's copy of the state's keys and values (per layer, the whole past)
+/// costs about what the tokens saved would.
+const MIN_SHARED: usize = 4;
+
+/// `read_last` for branches in `groups` (consecutive ranges that cover
+/// them), where a group's branches share a prefix: the rotations of one
+/// criterion under cyclic debias list the same question before their
+/// options. When the runtime packs, that prefix runs once as a child past
+/// and only the rest of each branch is packed after it, so cyclic debias
+/// pays for the question once, not once per rotation. The results are the
+/// same numbers: every row sees the same keys in the same order, and a
+/// packed row equals it run alone (`Pack`). Groups of one, or with a
+/// prefix under `MIN_SHARED`, are packed together after `past` as before;
+/// a serial runtime runs every branch whole.
+pub(super) async fn read_last_grouped<R: Runtime>(
+    rt: &mut R,
+    plan: &Plan,
+    past: &R::Kv,
+    branches: &[(&[u32], ReadSpec<'_>)],
+    groups: &[Range<usize>],
+) -> Result<Vec<RowRead>, EngineError> {
+    if plan.budget.is_none() {
+        return read_last(rt, plan, past, branches).await;
+    }
+    let mut out: Vec<Option<RowRead>> = vec![None; branches.len()];
+    let mut loose = Vec::new();
+    for g in groups {
+        let part = &branches[g.clone()];
+        let shared = shared_prefix(part.iter().map(|(ids, _)| *ids));
+        if part.len() < 2 || shared < MIN_SHARED {
+            loose.extend(g.clone());
+            continue;
+        }
+        let child =
+            chunk::extend(rt, plan.conv, plan.limit, Some(past), &part[0].0[..shared]).await?;
+        let tails: Vec<(&[u32], ReadSpec<'_>)> = part
+            .iter()
+            .map(|(ids, spec)| (&ids[shared..], *spec))
+            .collect();
+        let reads = read_last(rt, plan, &child, &tails).await;
+        rt.release(child);
+        for (slot, r) in out[g.clone()].iter_mut().zip(reads?) {
+            *slot = Some(r);
+        }
+    }
+    if !loose.is_empty() {
+        let set: Vec<(&[u32], ReadSpec<'_>)> = loose.iter().map(|&i| branches[i]).collect();
+        for (&i, r) in loose.iter().zip(read_last(rt, plan, past, &set).await?) {
+            out[i] = Some(r);
+        }
+    }
+    out.into_iter()
+        .map(|r| {
+            r.ok_or(EngineError::EmptyRun {
+                what: "a branch outside every group",
+            })
+        })
+        .collect()
+}
+
+/// The tokens every branch starts with, leaving each at least one of its
+/// own (the row it is read at).
+fn shared_prefix<'a>(mut ids: impl Iterator<Item = &'a [u32]>) -> usize {
+    let Some(first) = ids.next() else { return 0 };
+    let mut n = first.len().saturating_sub(1);
+    for other in ids {
+        n = n.min(other.len().saturating_sub(1));
+        n = first[..n]
+            .iter()
+            .zip(other)
+            .take_while(|(a, b)| a == b)
+            .count();
+    }
+    n
+}
+
 /// Per branch `(ids, targets)`: log p(`targets[i]`) at each of the last
 /// `targets.len()` rows of `past` + `ids` (the row that predicts it).
 pub(super) async fn log_probs<R: Runtime>(
@@ -163,6 +240,17 @@ mod tests {
         tokens: 10,
         rows: 3,
     };
+
+    #[test]
+    fn a_shared_prefix_leaves_each_branch_a_token_of_its_own() {
+        let (a, b, c): (&[u32], &[u32], &[u32]) = (&[1, 2, 3, 4], &[1, 2, 3, 5, 6], &[1, 2]);
+        assert_eq!(shared_prefix([a, b].into_iter()), 3);
+        assert_eq!(shared_prefix([a, a].into_iter()), 3);
+        assert_eq!(shared_prefix([a, b, c].into_iter()), 1);
+        assert_eq!(shared_prefix([b, a].into_iter()), 3);
+        assert_eq!(shared_prefix([a].into_iter()), 3);
+        assert_eq!(shared_prefix(std::iter::empty()), 0);
+    }
 
     #[test]
     fn a_set_over_the_budget_is_split_not_refused() {

@@ -141,7 +141,15 @@ impl<R: Runtime> Engine<R> {
                 .iter()
                 .map(|j| (j.suffix.as_slice(), specs[j.ci]))
                 .collect();
-            branches::read_last(&mut self.runtime, &plan, &state.kv, &set).await?
+            // A criterion's rotations are consecutive jobs.
+            let mut groups: Vec<std::ops::Range<usize>> = Vec::new();
+            for (i, j) in jobs.iter().enumerate() {
+                match groups.last_mut() {
+                    Some(g) if jobs[g.start].ci == j.ci => g.end = i + 1,
+                    _ => groups.push(i..i + 1),
+                }
+            }
+            branches::read_last_grouped(&mut self.runtime, &plan, &state.kv, &set, &groups).await?
         };
         let elapsed = self.runtime.now_ms() - t0;
         let all_tokens = jobs.iter().map(|j| j.suffix.len()).sum::<usize>().max(1);
