@@ -70,22 +70,25 @@ def nan_on(word, src, dst):
     print(f"model whose logits are NaN when token {token} ({word!r}) is fed, written to {dst}", file=sys.stderr)
 
 
-def unsupported(src, dst):
+def edited(src, dst, edit, what):
+    """dst: src's graph changed in place by edit(model), beside src's other files."""
     os.makedirs(dst, exist_ok=True)
     m = onnx.load(os.path.join(src, "model.onnx"), load_external_data=False)
+    edit(m)
+    onnx.save(m, os.path.join(dst, "model.onnx"))
+    copy_rest(src, dst)
+    print(f"{what} written to {dst}", file=sys.stderr)
+
+
+def unsupported(m):
     for node in m.graph.node:
         for i, o in enumerate(node.output):
             if o == "logits":
                 node.output[i] = "logits.before_erf"
     m.graph.node.append(helper.make_node("Erf", ["logits.before_erf"], ["logits"], name="refused.erf"))
-    onnx.save(m, os.path.join(dst, "model.onnx"))
-    copy_rest(src, dst)
-    print(f"model whose logits pass through Erf (node refused.erf) written to {dst}", file=sys.stderr)
 
 
-def too_large(src, dst):
-    os.makedirs(dst, exist_ok=True)
-    m = onnx.load(os.path.join(src, "model.onnx"), load_external_data=False)
+def too_large(m):
     t = onnx.TensorProto()
     t.name = "declared_4_gib"
     t.data_type = onnx.TensorProto.FLOAT
@@ -95,14 +98,9 @@ def too_large(src, dst):
         e = t.external_data.add()
         e.key, e.value = k, v
     m.graph.initializer.append(t)
-    onnx.save(m, os.path.join(dst, "model.onnx"))
-    copy_rest(src, dst)
-    print(f"model declaring 4 GiB more of weights written to {dst}", file=sys.stderr)
 
 
-def main(src, dst):
-    os.makedirs(dst, exist_ok=True)
-    m = onnx.load(os.path.join(src, "model.onnx"), load_external_data=False)
+def broken_keys(m):
     outs = {o.name for o in m.graph.output if o.name.startswith("present.") and o.name.endswith(".key")}
     scale = numpy_helper.from_array(np.array(1.25, dtype=np.float32), "broken_key_scale")
     m.graph.initializer.append(scale)
@@ -111,17 +109,14 @@ def main(src, dst):
             if o in outs:
                 node.output[i] = o + ".unscaled"
                 m.graph.node.append(helper.make_node("Mul", [o + ".unscaled", "broken_key_scale"], [o], name=o + ".broken"))
-    onnx.save(m, os.path.join(dst, "model.onnx"))
-    copy_rest(src, dst)
-    print(f"broken model (present.*.key x 1.25) written to {dst}", file=sys.stderr)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "--nan-on":
         nan_on(sys.argv[2], sys.argv[3], sys.argv[4])
     elif sys.argv[1] == "--unsupported":
-        unsupported(sys.argv[2], sys.argv[3])
+        edited(sys.argv[2], sys.argv[3], unsupported, "model whose logits pass through Erf (node refused.erf)")
     elif sys.argv[1] == "--too-large":
-        too_large(sys.argv[2], sys.argv[3])
+        edited(sys.argv[2], sys.argv[3], too_large, "model declaring 4 GiB more of weights")
     else:
-        main(sys.argv[1], sys.argv[2])
+        edited(sys.argv[1], sys.argv[2], broken_keys, "broken model (present.*.key x 1.25)")
