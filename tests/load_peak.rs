@@ -78,6 +78,14 @@ fn load_and_held(dir: &Path) -> (usize, usize, u64) {
             .unwrap_or_else(|e| panic!("{}: {e}", dir.display())),
     );
     let held = LIVE.load(SeqCst) - start;
+    // What the runtime says it holds in weights is what the count sees,
+    // less the rest it keeps (norms, rotary caches, the graph's plan).
+    let said = rt.info().weight_bytes;
+    assert!(
+        said <= held && said as f64 >= 0.8 * held as f64,
+        "{}: info() says {said} bytes of weights, the count {held}",
+        dir.display()
+    );
     drop(rt);
     (load, held, files)
 }

@@ -513,7 +513,8 @@ fn graphs_it_cannot_compute_are_refused_by_name() {
 
     // Files a load could not hold: refused from their sizes alone (the
     // browser checks before copying them into wasm memory).
-    let limit = 5u64 << 20;
+    let per = readout::runtime::own::LOAD_BYTES_PER_FILE_BYTE;
+    let limit = per << 20;
     assert!(readout::runtime::own::check_files_fit(1 << 20, limit).is_ok());
     match readout::runtime::own::check_files_fit((1 << 20) + 1, limit) {
         Err(readout::runtime::RuntimeError::Kernels(
@@ -521,7 +522,7 @@ fn graphs_it_cannot_compute_are_refused_by_name() {
                 needed, limit: l, ..
             },
         )) => {
-            assert_eq!((needed, l), (5 * ((1 << 20) + 1), limit));
+            assert_eq!((needed, l), (per * ((1 << 20) + 1), limit));
             assert_eq!(e.info().code, "model_too_large");
             assert!(e.to_string().contains("to load"), "{e}");
         }

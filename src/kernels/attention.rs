@@ -6,6 +6,10 @@ use super::exp::exp;
 use super::par::Pool;
 use super::tensor::Value;
 use super::OpError;
+use std::sync::Arc;
+
+/// Rotary caches `(cos, sin, half)`, shared between layers.
+pub type Rotary = (Arc<[f32]>, Arc<[f32]>, usize);
 
 pub struct Gqa {
     pub heads: usize,
@@ -13,8 +17,10 @@ pub struct Gqa {
     /// 0: 1/√head_dim.
     pub scale: f32,
     /// `(cos, sin)`, each `[max_pos, half]`; `None`: keys and queries come
-    /// rotated already.
-    pub rotary: Option<(Vec<f32>, Vec<f32>, usize)>,
+    /// rotated already. Shared by every layer that reads the same caches
+    /// (each is `max_pos · half` floats: 60 MB over SmolLM2's 30 layers,
+    /// 590 MB over the Qwen3-0.6B shape's 28, when each layer held a copy).
+    pub rotary: Option<Rotary>,
     /// `local_window_size` (sliding-window layers): a row at position `pos`
     /// sees the `w` keys at positions `pos + 1 - w ..= pos`, as Gemma's
     /// sliding window is defined and as ONNX Runtime 1.30 computes it

@@ -242,11 +242,12 @@ impl Q4Matrix {
         }
     }
 
-    /// The bytes this matrix holds once its products have run (the
-    /// interleaved copy counted where the kernel makes one).
-    pub fn bytes(&self) -> usize {
+    /// The bytes this matrix holds once its products have run; `product`:
+    /// whether a product reads it (then the interleaved copy is counted
+    /// where the kernel makes one; a gathered-only table never gets one).
+    pub fn bytes(&self, product: bool) -> usize {
         let cells = self.n.div_ceil(8) * 8 * self.blocks;
-        let packed = if Self::kernel_packs() {
+        let packed = if product && Self::kernel_packs() {
             cells * BLOCK_BYTES + cells * 8
         } else {
             0

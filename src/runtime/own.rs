@@ -118,10 +118,10 @@ pub const WEIGHT_LIMIT: u64 = if cfg!(target_arch = "wasm32") {
 /// files' own copy beside the weights read out of it (float16 scales
 /// widened to float32), then, from the first run, the weights beside the
 /// SIMD kernels' interleaved copy of every int4 product's matrix. Counted
-/// by the allocator in `tests/load_peak.rs`: at most 2.5 on the tiny
-/// models, 3.2 on SmolLM2-135M, 4.1 on the Qwen3-0.6B shape (its untied
-/// head is a second vocabulary-sized matrix); 5 keeps a margin.
-pub const LOAD_BYTES_PER_FILE_BYTE: u64 = 5;
+/// by the allocator in `tests/load_peak.rs`: 2.2–2.5 on every model built
+/// here (the tiny ones, SmolLM2-135M, the Qwen3-0.6B shape); 3 keeps a
+/// margin.
+pub const LOAD_BYTES_PER_FILE_BYTE: u64 = 3;
 
 /// Refuses, before their bytes are copied into this build's memory, model
 /// files that a load could not hold within `limit` (`WEIGHT_LIMIT` for this
@@ -133,7 +133,7 @@ pub fn check_files_fit(file_bytes: u64, limit: u64) -> Result<(), RuntimeError> 
         return Err(crate::kernels::KernelError::TooLarge {
             needed,
             limit,
-            what: "to load (5 bytes of memory per byte of its files: their copy, the weights read out of it, the kernels' interleaved copy)",
+            what: "to load (3 bytes of memory per byte of its files: their copy, the weights read out of it, the kernels' interleaved copy)",
         }
         .into());
     }

@@ -263,10 +263,10 @@ test("bad input gives an Error naming the field and limit, and the next call suc
 });
 
 test("cpu backend: a graph it does not compute, and models too large for the wasm32 heap, are refused by name, code and limit; the page then loads and scores", async () => {
-  // A catalog whose tiny entry claims 1 GiB of weights: refused from the
+  // A catalog whose tiny entry claims 2 GiB of weights: refused from the
   // catalog's sizes, before the download (the files are the real ones).
   const entry = catalog().models.find((m) => m.id === TINY);
-  const huge = { ...entry, files: entry.files.map((f) => ({ ...f, url: `../../${f.url}`, bytes: f.role === "external_data" ? 1 << 30 : f.bytes })) };
+  const huge = { ...entry, files: entry.files.map((f) => ({ ...f, url: `../../${f.url}`, bytes: f.role === "external_data" ? 2 ** 31 : f.bytes })) };
   writeFileSync(join(OUT, "models-huge.json"), JSON.stringify({ version: 1, models: [huge] }));
   const r = await inPage(async ({ Engine }, { tiny }) => {
     const out = { codes: {}, fetched: {} };

@@ -3,6 +3,7 @@
 
 use super::compile::unsupported;
 use super::{Node, Op, Program, Ref};
+use crate::kernels::attention::Rotary;
 use crate::kernels::load::{attr_t, node_name, tensor_value, External};
 use crate::kernels::ops;
 use crate::kernels::par::Pool;
@@ -102,6 +103,7 @@ impl Program {
             }
         }
         let mut q4_cache: HashMap<(usize, usize), Arc<Q4Matrix>> = HashMap::new();
+        let mut rotary_cache: HashMap<(usize, usize), Rotary> = HashMap::new();
         let pool = Pool::new(1)?;
         for n in &g.node {
             let inputs: Vec<Ref> = n
@@ -128,7 +130,7 @@ impl Program {
                 names.insert(n.output[0].clone(), Ref::Const(p.consts.len() - 1));
                 continue;
             }
-            let op = p.compile(n, &inputs, &mut q4_cache)?;
+            let op = p.compile(n, &inputs, &mut q4_cache, &mut rotary_cache)?;
             let foldable = !matches!(op, Op::MatMulQ4 { .. } | Op::GatherQ4(_) | Op::Attention(_))
                 && inputs
                     .iter()
@@ -185,7 +187,18 @@ impl Program {
             })?;
             p.outputs.push((name, r));
         }
-        p.weight_bytes = q4_cache.values().map(|m| m.bytes()).sum();
+        let products: std::collections::HashSet<*const Q4Matrix> = p
+            .nodes
+            .iter()
+            .filter_map(|n| match &n.op {
+                Op::MatMulQ4 { w, .. } => Some(Arc::as_ptr(w)),
+                _ => None,
+            })
+            .collect();
+        p.weight_bytes = q4_cache
+            .values()
+            .map(|m| m.bytes(products.contains(&Arc::as_ptr(m))))
+            .sum();
         p.mark_head();
         // Constants a node reads at run stay; those compiled into an op (int4
         // tables, scales, rotary caches) are held there, so their copies go.

@@ -2,7 +2,7 @@
 //! into an `Op`; anything else is refused by name.
 
 use super::{Op, Program, Ref};
-use crate::kernels::attention::Gqa;
+use crate::kernels::attention::{Gqa, Rotary};
 use crate::kernels::load::{attr_f, attr_i, attr_s, node_name};
 use crate::kernels::ops::{self, Binary};
 use crate::kernels::q4::Q4Matrix;
@@ -48,6 +48,7 @@ impl Program {
         n: &NodeProto,
         inputs: &[Ref],
         q4_cache: &mut HashMap<(usize, usize), Arc<Q4Matrix>>,
+        rotary_cache: &mut HashMap<(usize, usize), Rotary>,
     ) -> Result<Op, KernelError> {
         let op_type = n.op_type.as_deref().unwrap_or("");
         let domain = n.domain.as_deref().unwrap_or("");
@@ -227,12 +228,20 @@ impl Program {
                             format!("rotary caches of shapes {:?}/{:?}", cos.shape, sin.shape),
                         ));
                     }
-                    let f = |v: &Value| {
-                        ops::floats(v, "rotary cache")
-                            .map(<[f32]>::to_vec)
-                            .map_err(|e| unsupported(n, e.to_string()))
-                    };
-                    Some((f(cos)?, f(sin)?, cos.shape[1]))
+                    let key = (inputs[7].const_index(), inputs[8].const_index());
+                    match rotary_cache.get(&key) {
+                        Some(r) => Some(r.clone()),
+                        None => {
+                            let f = |v: &Value| {
+                                ops::floats(v, "rotary cache")
+                                    .map(Arc::<[f32]>::from)
+                                    .map_err(|e| unsupported(n, e.to_string()))
+                            };
+                            let r: Rotary = (f(cos)?, f(sin)?, cos.shape[1]);
+                            rotary_cache.insert(key, r.clone());
+                            Some(r)
+                        }
+                    }
                 } else {
                     None
                 };
