@@ -203,9 +203,19 @@ pub fn quantise(a: &[f32], q: &mut [i8], d: &mut [f32], sum: &mut [i32]) {
     quantise_scalar(a, q, d, sum)
 }
 
+/// The whole blocks that every one of `quantise`'s slices has room for:
+/// each version quantises exactly these.
+fn quantised_blocks(a: &[f32], q: &[i8], d: &[f32], sum: &[i32]) -> usize {
+    d.len()
+        .min(sum.len())
+        .min(a.len() / BLOCK)
+        .min(q.len() / BLOCK)
+}
+
 /// `quantise` in plain code: the reference.
 pub fn quantise_scalar(a: &[f32], q: &mut [i8], d: &mut [f32], sum: &mut [i32]) {
-    for (b, (db, sb)) in d.iter_mut().zip(sum.iter_mut()).enumerate() {
+    let blocks = quantised_blocks(a, q, d, sum);
+    for (b, (db, sb)) in d.iter_mut().zip(sum.iter_mut()).take(blocks).enumerate() {
         let src = &a[b * BLOCK..(b + 1) * BLOCK];
         // `max` skips NaN, so a NaN value quantises to 0.
         let amax = src.iter().fold(0f32, |x, v| x.max(v.abs()));

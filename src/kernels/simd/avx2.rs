@@ -140,11 +140,7 @@ pub unsafe fn dot_rows(
 /// to bytes and put in nibble order by two shuffles.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn quantise(a: &[f32], q: &mut [i8], d: &mut [f32], sum: &mut [i32]) {
-    let blocks = d
-        .len()
-        .min(sum.len())
-        .min(a.len() / BLOCK)
-        .min(q.len() / BLOCK);
+    let blocks = super::quantised_blocks(a, q, d, sum);
     let sign = _mm256_set1_ps(-0.0);
     let half = _mm256_set1_ps(0.5);
     // Dwords of the two narrowings back in element order, then per lane the

@@ -265,11 +265,7 @@ pub fn dot_rows(w: &[u8], scales: &[f32], zps: Option<&[u8]>, acts: &[Act<'_>]) 
 /// saturation (NaN to 0, as `as i8`), narrowed to bytes in element order
 /// and split into even and odd elements by one shuffle each.
 pub fn quantise(a: &[f32], q: &mut [i8], d: &mut [f32], sum: &mut [i32]) {
-    let blocks = d
-        .len()
-        .min(sum.len())
-        .min(a.len() / BLOCK)
-        .min(q.len() / BLOCK);
+    let blocks = super::quantised_blocks(a, q, d, sum);
     let sign = f32x4_splat(-0.0);
     let half = f32x4_splat(0.5);
     for b in 0..blocks {
