@@ -70,12 +70,14 @@ if (own.length) {
 }
 const variants = by("variants");
 if (variants.length) {
-  out += "## Trimming and pruning natively: stock against its cuts\n\n`cargo bench --bench variants -- MODEL_ID`: ms per criterion (one suffix after a cached prefix, ONNX Runtime), the three graphs interleaved in one run. The upper bound each model allows is worked out in `docs/measurements.md`.\n\n";
-  out += "| model | prefix · suffix tokens | threads | variant | median ms | × stock | max \\|Δp\\| vs stock | bytes read back | source |\n|---|---|---|---|---|---|---|---|---|\n";
+  out += "## Trimming and pruning natively: stock against its cuts\n\n`cargo bench --bench variants -- --runtime both MODEL_ID`: ms per criterion (one suffix after a cached prefix), the three graphs interleaved in one run, on ONNX Runtime and, in the later files, on our own runtime in the same run; × stock is against the stock graph on the same runtime. The upper bound each model allows is worked out in `docs/measurements.md`.\n\n";
+  out += "| model | prefix · suffix tokens | threads | runtime | variant | median ms | × stock | max \\|Δp\\| vs stock | bytes read back | source |\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const f of variants) {
     const r = JSON.parse(readFileSync(f, "utf8"));
     for (const v of r.variants) {
-      out += `| ${r.model} | ${r.prefix_tokens} · ${r.suffix_tokens} | ${r.threads} | ${v.id} | ${v.median_ms.toFixed(1)} | ${v.speedup_vs_stock.toFixed(2)}× | ${v.max_abs_dp_vs_stock.toExponential(1)} | ${v.bytes_read_back_per_criterion} | \`${f.split("/").pop()}\` |\n`;
+      // Files from before the runtime field ran ONNX Runtime only.
+      const runtime = v.runtime === "own" ? "ours" : "ONNX Runtime";
+      out += `| ${r.model} | ${r.prefix_tokens} · ${r.suffix_tokens} | ${r.threads} | ${runtime} | ${v.id} | ${v.median_ms.toFixed(1)} | ${v.speedup_vs_stock.toFixed(2)}× | ${v.max_abs_dp_vs_stock.toExponential(1)} | ${v.bytes_read_back_per_criterion} | \`${f.split("/").pop()}\` |\n`;
     }
   }
   out += "\n";

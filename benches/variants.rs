@@ -1,12 +1,15 @@
 //! Native benchmark (a program, not a test): per-criterion time of a 45-token
 //! suffix after a 256-token prefix, stock vs trimmed vs pruned+trimmed,
-//! interleaved in one run, on the Qwen3-0.6B-shaped models.
+//! interleaved in one run, on ONNX Runtime, on our own runtime, or on both
+//! (six engines, every one timed in every round).
 //!
-//!   cargo bench --bench variants -- [--rounds 10] [--threads 2] [MODEL_ID ...]
+//!   cargo bench --bench variants -- [--rounds 10] [--threads 2]
+//!       [--runtime ort|own|both] [--tag NAME] [MODEL_ID ...]
 //!
 //! Builds the `-trimmed` and `-trimmed-pruned` variants with the export
 //! commands when missing (each verified against the stock model), and writes
-//! bench/results/<date>-native-variants-<model>.json.
+//! bench/results/<date>-native-variants-<model>[-<tag>].json; it refuses to
+//! overwrite a file that is already there (pass another `--tag`).
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -15,11 +18,11 @@ use readout::core::fixture::{Criterion, OptionSpec, StateSpec};
 use readout::core::prompt::{render_head, render_suffix};
 use readout::core::sweep::median;
 use readout::core::tokenizer::TextTokenizer;
-use readout::engine::{Engine, ScoreOptions};
+use readout::engine::ScoreOptions;
 use readout::export::commands::{run, Op};
 use readout::host::{machine, today};
-use readout::model_dir::open_engine;
-use readout::runtime::native::{NativeOptions, NativeRuntime};
+use readout::kernels::Precision;
+use readout::model_dir::{open_host_engine, HostEngine, HostOptions, RuntimeKind};
 use serde_json::json;
 
 const WORDS: &str = "the harbour office keeps a ledger of every ship that docks and on each morning the clerk writes \
@@ -80,7 +83,8 @@ fn criterion_for(tok: &TextTokenizer, target: usize) -> (Criterion, usize) {
 
 struct Variant {
     id: String,
-    engine: Engine<NativeRuntime>,
+    runtime: RuntimeKind,
+    engine: HostEngine,
     load_ms: f64,
     prefill_ms: f64,
     samples: Vec<f64>,
@@ -138,6 +142,19 @@ fn main() {
     );
     let prefix_target = take("--prefix", 256);
     let suffix_target = take("--suffix", 45);
+    let mut text = |flag: &str| -> Option<String> {
+        let i = args.iter().position(|a| a == flag)?;
+        let v = args.get(i + 1).cloned();
+        args.drain(i..(i + 2).min(args.len()));
+        v
+    };
+    let runtimes = match text("--runtime").as_deref() {
+        None | Some("ort") => vec![RuntimeKind::Ort],
+        Some("own") => vec![RuntimeKind::Own],
+        Some("both") => vec![RuntimeKind::Ort, RuntimeKind::Own],
+        Some(other) => panic!("--runtime {other}: expected ort, own or both"),
+    };
+    let tag = text("--tag").map(|t| format!("-{t}")).unwrap_or_default();
     let bases = if args.is_empty() {
         vec![
             "qwen3-0.6b-shape-q4f16".to_string(),
@@ -150,21 +167,37 @@ fn main() {
     let models = root.join("models");
     let out_dir = root.join("bench/results");
     std::fs::create_dir_all(&out_dir).unwrap();
-    let opts = NativeOptions {
-        intra_threads: threads,
+    let name = |k: RuntimeKind| match k {
+        RuntimeKind::Ort => "onnxruntime",
+        RuntimeKind::Own => "own",
     };
 
     for base in &bases {
+        let path = out_dir.join(format!("{}-native-variants-{base}{tag}.json", today()));
+        assert!(
+            !path.exists(),
+            "{} exists: pass --tag NAME to write beside it",
+            path.display()
+        );
         assert!(models.join(base).join("model.onnx").is_file(), "models/{base} is not built: run scripts/main.sh (or scripts/build_models.py qwen3-0.6b)");
         let dirs = ensure(&models, base);
-        let mut vs: Vec<Variant> = dirs
+        let mut vs: Vec<Variant> = runtimes
             .iter()
-            .map(|d| {
+            .flat_map(|&k| dirs.iter().map(move |d| (k, d)))
+            .map(|(runtime, d)| {
                 let t = Instant::now();
+                let opts = HostOptions {
+                    runtime,
+                    threads,
+                    precision: Precision::Int8,
+                    pack: true,
+                };
                 let engine =
-                    open_engine(d, &opts).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+                    open_host_engine(d, &opts).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+                eprintln!("bench: loaded {} on {}", d.display(), name(runtime));
                 Variant {
                     id: d.file_name().unwrap().to_string_lossy().into_owned(),
+                    runtime,
                     engine,
                     load_ms: t.elapsed().as_secs_f64() * 1e3,
                     prefill_ms: 0.0,
@@ -213,29 +246,45 @@ fn main() {
             eprint!("\rbench {base}: round {}/{rounds}", r + 1);
         }
         eprintln!();
-        let stock_median = median(&vs[0].samples);
-        let stock_probs = vs[0].probs.clone();
+        // Each runtime's cuts against its own stock graph; the same graph on
+        // the two runtimes against each other (ONNX Runtime is the reference).
+        let stock = |k: RuntimeKind| vs.iter().find(|v| v.runtime == k).expect("a stock engine");
+        let same_graph =
+            |v: &Variant, k: RuntimeKind| vs.iter().find(|w| w.runtime == k && w.id == v.id);
+        let max_dp = |a: &[f64], b: &[f64]| {
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0.0, f64::max)
+        };
         let variants: Vec<serde_json::Value> = vs
             .iter()
             .map(|v| {
                 let m = median(&v.samples);
-                let dp = v.probs.iter().zip(&stock_probs).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-                json!({
-                    "id": v.id, "median_ms": m, "samples_ms": v.samples, "speedup_vs_stock": stock_median / m,
+                let s = stock(v.runtime);
+                let mut o = json!({
+                    "id": v.id, "runtime": name(v.runtime), "runtime_info": v.engine.info().runtime,
+                    "median_ms": m, "samples_ms": v.samples, "speedup_vs_stock": median(&s.samples) / m,
                     "bytes_read_back_per_criterion": v.bytes_per_criterion, "load_ms": v.load_ms, "prefill_ms": v.prefill_ms,
-                    "max_abs_dp_vs_stock": dp,
-                })
+                    "max_abs_dp_vs_stock": max_dp(&v.probs, &s.probs),
+                });
+                if let (RuntimeKind::Own, Some(r)) = (v.runtime, same_graph(v, RuntimeKind::Ort)) {
+                    o["onnxruntime_over_own"] = json!(median(&r.samples) / m);
+                    o["max_abs_dp_vs_onnxruntime"] = json!(max_dp(&v.probs, &r.probs));
+                }
+                o
             })
             .collect();
         println!("{base} (prefix {prefix_tokens}, suffix {suffix_tokens}, {rounds} rounds)");
         println!(
-            "{:<40} {:>10} {:>9} {:>14}",
-            "variant", "median ms", "speedup", "bytes back"
+            "{:<40} {:>12} {:>10} {:>9} {:>14}",
+            "variant", "runtime", "median ms", "speedup", "bytes back"
         );
         for v in &variants {
             println!(
-                "{:<40} {:>10.1} {:>8.2}x {:>14}",
+                "{:<40} {:>12} {:>10.1} {:>8.2}x {:>14}",
                 v["id"].as_str().unwrap(),
+                v["runtime"].as_str().unwrap(),
                 v["median_ms"].as_f64().unwrap(),
                 v["speedup_vs_stock"].as_f64().unwrap(),
                 v["bytes_read_back_per_criterion"]
@@ -245,7 +294,7 @@ fn main() {
             "benchmark": "native-variants",
             "date": today(),
             "machine": machine(),
-            "runtime": vs[0].engine.info().runtime,
+            "runtimes": runtimes.iter().map(|&k| name(k)).collect::<Vec<_>>(),
             "onnxruntime": "1.30 (onnxruntime-node's libonnxruntime.so.1), CPU execution provider",
             "threads": threads,
             "model": base,
@@ -254,11 +303,10 @@ fn main() {
             "warmup_runs": 2,
             "rounds": rounds,
             "interleaved": true,
-            "timed": "Engine::score wall time: suffix tokenisation, one ONNX Runtime run against the cached prefix, readout",
+            "timed": "Engine::score wall time: suffix tokenisation, one run against the cached prefix, readout",
             "variants": variants,
-            "comparison": "ratios are stock median / variant median, measured in this run",
+            "comparison": "speedup_vs_stock: the stock median over the variant's, on the same runtime; onnxruntime_over_own: ONNX Runtime's median over ours on the same graph; all measured in this run",
         });
-        let path = out_dir.join(format!("{}-native-variants-{base}.json", today()));
         std::fs::write(&path, serde_json::to_string_pretty(&result).unwrap() + "\n").unwrap();
         eprintln!("bench: wrote {}", path.display());
     }
