@@ -6,19 +6,21 @@
 // --runtime own` (docs/measurements.md).
 //
 //   node bench/cpu_profile.mjs [--model smollm2-135m-instruct-q4f16]
-//        [--build single|threads] [--states 2] [--rounds 3] [--out FILE]
+//        [--build single|threads] [--wasm FILE] [--states 2] [--rounds 3]
+//        [--out FILE]
 //
 // --build threads (the default): the threaded build (relaxed SIMD) at one
 // thread, as the package ships it (not run through wasm-opt, so named).
 // --build single: the single-thread SIMD128 build; the package's copy has
 // lost its names to wasm-opt, so this binds the build as cargo left it
 // (the same code from LLVM, not shrunk by binaryen) into
-// target/bench/pkg-profile/ first.
+// target/bench/pkg-profile/ first; --wasm names another single-thread
+// build to bind instead (two builds profiled in turn: an A/B in Chromium).
 // Needs `bash scripts/build_pkg.sh` run before and the model under models/.
 // Writes bench/results/<date>-cpu-profile-<model>.json unless --out says.
 import { execFileSync } from "node:child_process";
 import { existsSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { serve, ROOT } from "../scripts/serve.mjs";
 import { launch } from "../scripts/chromium.mjs";
 import { eightCriteriaStates } from "./pack_common.mjs";
@@ -34,10 +36,12 @@ function parseArgs(argv) {
     states: Number(take("--states", 2)),
     rounds: Number(take("--rounds", 3)),
     build: take("--build", "threads"),
+    wasm: take("--wasm", undefined),
     out: take("--out", undefined),
   };
   if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
   if (!["single", "threads"].includes(o.build)) throw new Error(`--build: ${o.build} is not single or threads`);
+  if (o.wasm && o.build !== "single") throw new Error("--wasm names a single-thread build: pass --build single");
   for (const k of ["states", "rounds"]) {
     if (!(Number.isInteger(o[k]) && o[k] >= 1)) throw new Error(`--${k}: ${o[k]} is not a positive integer`);
   }
@@ -62,11 +66,11 @@ async function main() {
   let module = "/pkg/threads/readout.js";
   let build = "pkg/threads (the threaded build, relaxed SIMD), one thread";
   if (o.build === "single") {
-    const wasm = join(ROOT, "target/wasm32-unknown-unknown/release/readout.wasm");
+    const wasm = o.wasm ? resolve(o.wasm) : join(ROOT, "target/wasm32-unknown-unknown/release/readout.wasm");
     if (!existsSync(wasm)) throw new Error(`${wasm} is missing: run bash scripts/build_pkg.sh`);
     execFileSync("wasm-bindgen", ["--target", "web", "--out-dir", join(ROOT, "target/bench/pkg-profile"), "--out-name", "readout", wasm], { stdio: "inherit" });
     module = "/target/bench/pkg-profile/readout.js";
-    build = `the single-thread build, ${wasm.slice(ROOT.length + 1)} (${statSync(wasm).mtime.toISOString()}), bound by wasm-bindgen without wasm-opt`;
+    build = `the single-thread build, ${wasm} (${statSync(wasm).mtime.toISOString()}), bound by wasm-bindgen without wasm-opt`;
   } else if (!existsSync(join(ROOT, "pkg/threads/readout.js"))) {
     throw new Error("pkg/threads is missing: run bash scripts/build_pkg.sh");
   }
