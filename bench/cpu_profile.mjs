@@ -23,14 +23,12 @@ import { existsSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { serve, ROOT } from "../scripts/serve.mjs";
 import { launch } from "../scripts/chromium.mjs";
+import { option, selfTimes } from "../scripts/browser.mjs";
 import { eightCriteriaStates } from "./pack_common.mjs";
 
 function parseArgs(argv) {
   const a = [...argv];
-  const take = (k, d) => {
-    const i = a.indexOf(k);
-    return i < 0 ? d : a.splice(i, 2)[1];
-  };
+  const take = (k, d) => option(a, k, d);
   const o = {
     model: take("--model", "smollm2-135m-instruct-q4f16"),
     states: Number(take("--states", 2)),
@@ -110,14 +108,7 @@ async function main() {
       return { ms: performance.now() - t, criteria };
     }, o.rounds);
     const { profile } = await cdp.send("Profiler.stop");
-    // Self time per function name.
-    const self = {};
-    const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-    profile.samples.forEach((id, i) => {
-      const n = byId.get(id);
-      const name = n.callFrame.functionName || `(${n.callFrame.url.split("/").pop() || "program"})`;
-      self[name] = (self[name] ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000;
-    });
+    const self = selfTimes(profile);
     const total = Object.values(self).reduce((a, b) => a + b, 0);
     const parts = Object.fromEntries([...PARTS.map(([k]) => [k, 0]), ["everything else (JS, idle, unnamed)", 0]]);
     for (const [name, ms] of Object.entries(self)) {

@@ -6,7 +6,7 @@
 //   node bench/wasm_profile.mjs <model dir> [--runs 5] [--threads 2]
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { harness, numberOption, ORT_BASE, ROOT, start } from "../scripts/browser.mjs";
+import { harness, numberOption, ORT_BASE, ROOT, selfTimes, start } from "../scripts/browser.mjs";
 
 const args = process.argv.slice(2);
 const opt = (k, d) => numberOption(args, k, d);
@@ -51,13 +51,7 @@ const { profile } = await cdp.send("Profiler.stop");
 await ctx.close();
 // Self time per function name (main thread only: the workers' share is
 // counted in the run time, not in these samples).
-const dt = {};
-const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-profile.samples.forEach((id, i) => {
-  const n = byId.get(id);
-  const name = n.callFrame.functionName || `(${n.callFrame.url.split("/").pop() || "program"})`;
-  dt[name] = (dt[name] ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000;
-});
+const dt = selfTimes(profile);
 const total = Object.values(dt).reduce((a, b) => a + b, 0);
 const top = Object.entries(dt).sort((a, b) => b[1] - a[1]).slice(0, 12);
 const doc = {

@@ -35,6 +35,18 @@ export async function harness(ctx, log = [], { build = "single", isolated = true
   return page;
 }
 
+/** Self time in ms per function name from a CDP `Profiler.stop` profile. */
+export function selfTimes(profile) {
+  const self = {};
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  profile.samples.forEach((id, i) => {
+    const n = byId.get(id);
+    const name = n.callFrame.functionName || `(${n.callFrame.url.split("/").pop() || "program"})`;
+    self[name] = (self[name] ?? 0) + (profile.timeDeltas[i] ?? 0) / 1000;
+  });
+  return self;
+}
+
 /** Removes `--key V` from `args` and returns V (or `fallback`). */
 export function option(args, key, fallback) {
   const i = args.indexOf(key);
