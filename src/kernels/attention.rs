@@ -274,7 +274,13 @@ impl Heads<'_> {
             );
             let branch = (branch_lo..).map(|r| new_row(self.k, r, hk, kh, d));
             scores_into(sb, qi, self.scale, branch, &dot4);
-            let max = lanes(sc, f32::NEG_INFINITY, f32::max);
+            // A comparison, not `f32::max`: wasm's `f32.max` propagates NaN
+            // where Rust's skips it, so in wasm `f32::max` was a call to
+            // libm's `fmaxf` per score (and per lane), never vectorised. A
+            // NaN score is skipped here too (the running maximum starts at
+            // -inf and a NaN never compares greater), so the result is the
+            // same.
+            let max = lanes(sc, f32::NEG_INFINITY, |a, b| if b > a { b } else { a });
             for x in sc.iter_mut() {
                 *x = exp(*x - max);
             }

@@ -102,23 +102,17 @@ pub enum Binary {
 
 pub fn binary(op: Binary, a: &Value, b: &Value) -> OpResult {
     let shape = broadcast(&a.shape, &b.shape)?;
+    // The operator is chosen once, outside the loop: matched per element,
+    // the loop did not vectorise (3.7 % of a criterion in Chromium).
     macro_rules! apply {
         ($x:expr, $y:expr, $ctor:path) => {{
-            let f = |p, q| match op {
-                Binary::Add => p + q,
-                Binary::Sub => p - q,
-                Binary::Mul => p * q,
+            let (x, y, shape) = ($x.as_slice(), $y.as_slice(), &shape);
+            let data = match op {
+                Binary::Add => combine(x, y, &a.shape, &b.shape, shape, |p, q| p + q),
+                Binary::Sub => combine(x, y, &a.shape, &b.shape, shape, |p, q| p - q),
+                Binary::Mul => combine(x, y, &a.shape, &b.shape, shape, |p, q| p * q),
             };
-            let data = if a.shape == b.shape {
-                $x.iter().zip($y.iter()).map(|(&p, &q)| f(p, q)).collect()
-            } else {
-                let (ia, ib) = (
-                    source_index(&shape, &a.shape),
-                    source_index(&shape, &b.shape),
-                );
-                ia.iter().zip(&ib).map(|(&i, &j)| f($x[i], $y[j])).collect()
-            };
-            Ok($ctor(shape, data))
+            Ok($ctor(shape.clone(), data))
         }};
     }
     match (&a.data, &b.data) {
@@ -128,6 +122,30 @@ pub fn binary(op: Binary, a: &Value, b: &Value) -> OpResult {
             a: a.kind(),
             b: b.kind(),
         }),
+    }
+}
+
+/// `f` over two operands already known to broadcast to `shape`. One
+/// element against many (a scale, a constant) keeps the many's order, so
+/// it needs no index tables; other shapes map each output index back.
+#[inline(always)]
+fn combine<T: Copy>(
+    x: &[T],
+    y: &[T],
+    sx: &[usize],
+    sy: &[usize],
+    shape: &[usize],
+    f: impl Fn(T, T) -> T,
+) -> Vec<T> {
+    if sx == sy {
+        x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect()
+    } else if y.len() == 1 {
+        x.iter().map(|&p| f(p, y[0])).collect()
+    } else if x.len() == 1 {
+        y.iter().map(|&q| f(x[0], q)).collect()
+    } else {
+        let (ix, iy) = (source_index(shape, sx), source_index(shape, sy));
+        ix.iter().zip(&iy).map(|(&i, &j)| f(x[i], y[j])).collect()
     }
 }
 
@@ -224,6 +242,53 @@ mod tests {
             assert!(gelu(t).is_finite(), "gelu({t})");
         }
         assert_eq!(gelu(0.0), 0.0);
+    }
+
+    /// Every path of `binary` (same shapes, one element against many on
+    /// either side, general broadcasting) against numpy's rule written out
+    /// with explicit indices over a rank-3 output.
+    #[test]
+    fn binary_broadcasts_as_numpy_does() {
+        let value = |shape: Vec<usize>, seed: f32| {
+            let n = shape.iter().product::<usize>();
+            Value::f32(shape, (0..n).map(|i| seed + i as f32 * 0.25).collect())
+        };
+        // Element [i][j][k] of an operand of `shape`, right-aligned to rank 3.
+        let at = |v: &Value, i: usize, j: usize, k: usize| {
+            let mut s = vec![1; 3 - v.shape.len()];
+            s.extend(&v.shape);
+            let f = |d: usize, n: usize| if s[d] == 1 { 0 } else { n };
+            v.as_f32().unwrap()[(f(0, i) * s[1] + f(1, j)) * s[2] + f(2, k)]
+        };
+        let shapes: [(Vec<usize>, Vec<usize>); 6] = [
+            (vec![2, 3, 4], vec![2, 3, 4]),
+            (vec![2, 3, 4], vec![]),
+            (vec![1], vec![2, 3, 4]),
+            (vec![2, 3, 4], vec![1, 1, 1]),
+            (vec![2, 1, 4], vec![3, 1]),
+            (vec![4], vec![2, 3, 1]),
+        ];
+        for (sa, sb) in shapes {
+            let (a, b) = (value(sa.clone(), 1.5), value(sb.clone(), -2.0));
+            for (op, f) in [
+                (Binary::Add, (|p, q| p + q) as fn(f32, f32) -> f32),
+                (Binary::Sub, |p, q| p - q),
+                (Binary::Mul, |p, q| p * q),
+            ] {
+                let got = binary(op, &a, &b).unwrap();
+                let d = got.shape.clone();
+                let d3: Vec<usize> = std::iter::repeat_n(1, 3 - d.len()).chain(d).collect();
+                let mut want = Vec::new();
+                for i in 0..d3[0] {
+                    for j in 0..d3[1] {
+                        for k in 0..d3[2] {
+                            want.push(f(at(&a, i, j, k), at(&b, i, j, k)));
+                        }
+                    }
+                }
+                assert_eq!(got.as_f32().unwrap(), want, "{op:?} {sa:?} {sb:?}");
+            }
+        }
     }
 
     #[test]
