@@ -10,12 +10,13 @@
 //        [--out FILE]
 //
 // --build threads (the default): the threaded build (relaxed SIMD) at one
-// thread, as the package ships it (not run through wasm-opt, so named).
-// --build single: the single-thread SIMD128 build; the package's copy has
-// lost its names to wasm-opt, so this binds the build as cargo left it
-// (the same code from LLVM, not shrunk by binaryen) into
-// target/bench/pkg-profile/ first; --wasm names another single-thread
-// build to bind instead (two builds profiled in turn: an A/B in Chromium).
+// thread; --build single: the single-thread SIMD128 build. The package's
+// copies have lost their names to wasm-opt, so this binds the build as
+// cargo last left it (the same code from LLVM, not shrunk by binaryen;
+// scripts/build_pkg.sh builds the diagnostics variant last) into
+// target/bench/pkg-profile[-threads]/ first. --wasm names another build of
+// the same kind to bind instead (two builds profiled in turn: an A/B in
+// Chromium).
 // Needs `bash scripts/build_pkg.sh` run before and the model under models/.
 // Writes bench/results/<date>-cpu-profile-<model>.json unless --out says.
 import { execFileSync } from "node:child_process";
@@ -39,7 +40,6 @@ function parseArgs(argv) {
   };
   if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
   if (!["single", "threads"].includes(o.build)) throw new Error(`--build: ${o.build} is not single or threads`);
-  if (o.wasm && o.build !== "single") throw new Error("--wasm names a single-thread build: pass --build single");
   for (const k of ["states", "rounds"]) {
     if (!(Number.isInteger(o[k]) && o[k] >= 1)) throw new Error(`--${k}: ${o[k]} is not a positive integer`);
   }
@@ -61,17 +61,17 @@ const PARTS = [
 async function main() {
   const o = parseArgs(process.argv.slice(2));
   const states = eightCriteriaStates().slice(0, o.states);
-  let module = "/pkg/threads/readout.js";
-  let build = "pkg/threads (the threaded build, relaxed SIMD), one thread";
-  if (o.build === "single") {
-    const wasm = o.wasm ? resolve(o.wasm) : join(ROOT, "target/wasm32-unknown-unknown/release/readout.wasm");
-    if (!existsSync(wasm)) throw new Error(`${wasm} is missing: run bash scripts/build_pkg.sh`);
-    execFileSync("wasm-bindgen", ["--target", "web", "--out-dir", join(ROOT, "target/bench/pkg-profile"), "--out-name", "readout", wasm], { stdio: "inherit" });
-    module = "/target/bench/pkg-profile/readout.js";
-    build = `the single-thread build, ${wasm} (${statSync(wasm).mtime.toISOString()}), bound by wasm-bindgen without wasm-opt`;
-  } else if (!existsSync(join(ROOT, "pkg/threads/readout.js"))) {
-    throw new Error("pkg/threads is missing: run bash scripts/build_pkg.sh");
-  }
+  // The package's copies have lost their names to wasm-opt, so the build
+  // as cargo left it is bound here (the same code from LLVM).
+  const threads = o.build === "threads";
+  const cargoOut = threads ? "target/threads/wasm32-unknown-unknown/release/readout.wasm" : "target/wasm32-unknown-unknown/release/readout.wasm";
+  const wasm = o.wasm ? resolve(o.wasm) : join(ROOT, cargoOut);
+  if (!existsSync(wasm)) throw new Error(`${wasm} is missing: run bash scripts/build_pkg.sh`);
+  const dir = threads ? "target/bench/pkg-profile-threads" : "target/bench/pkg-profile";
+  execFileSync("wasm-bindgen", ["--target", "web", "--out-dir", join(ROOT, dir), "--out-name", "readout", wasm], { stdio: "inherit" });
+  const module = `/${dir}/readout.js`;
+  const kind = threads ? "the threaded build (relaxed SIMD)" : "the single-thread build";
+  const build = `${kind}, ${wasm} (${statSync(wasm).mtime.toISOString()}), bound by wasm-bindgen without wasm-opt, one thread`;
   const server = await serve(0);
   const base = `http://127.0.0.1:${server.address().port}`;
   const browser = await launch({ webgpu: false });

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the npm package into pkg/: the crate for wasm32, wasm-bindgen (the
-# CLI version pinned to the crate's in Cargo.lock), wasm-opt when present,
+# CLI version pinned to the crate's in Cargo.lock), wasm-opt (Debian's when
+# present for the single build; npm's binaryen, required, for the threaded),
 # and package.json with onnxruntime-web as a peer dependency. Then the same
 # crate with the `diagnostics` feature into pkg-diagnostics/: the benchmark
 # page and the browser tests load that build (its extra entry points are
@@ -27,6 +28,10 @@ fi
 source scripts/thread_flags.sh
 if ! rustup component list --toolchain "$NIGHTLY" --installed 2>/dev/null | grep -q "^rust-src"; then
   log "$NIGHTLY with rust-src (for the threaded build) is missing; run bash scripts/setup.sh"
+  exit 1
+fi
+if [ "$profile" = release ] && [ ! -x node_modules/.bin/wasm-opt ]; then
+  log "binaryen's wasm-opt from npm (for the threaded build) is missing; run bash scripts/setup.sh"
   exit 1
 fi
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
@@ -57,8 +62,7 @@ build() {
   local wasm="$dir/wasm32-unknown-unknown/$profile/readout.wasm"
   local tmp="$out.tmp"
   rm -rf "$tmp" && mkdir -p "$tmp"
-  # Not on the threaded build: wasm-bindgen 0.2.130 then panics ("failed to
-  # find `0` in function table"), so that build ships unoptimised by binaryen.
+  # The threaded build is optimised after wasm-bindgen instead (below).
   if command -v wasm-opt >/dev/null && [ "$profile" = release ] && [ "$kind" = single ]; then
     # Before wasm-bindgen: Debian's binaryen 108 run on wasm-bindgen's output
     # breaks its externref table ("WebAssembly.Table.set(): Argument 1 is invalid").
@@ -69,6 +73,20 @@ build() {
   fi
   wasm-bindgen --target web --out-dir "$tmp" --out-name readout "$wasm"
   rm -f "$tmp/opt.wasm"
+  if [ "$profile" = release ] && [ "$kind" = threads ]; then
+    # binaryen from npm (132): Debian's 108 predates relaxed SIMD's final
+    # encoding and writes a module that does not validate (it reads
+    # i32x4.relaxed_dot_i8x16_i7x16_add_s as a two-operand instruction of
+    # the draft). After wasm-bindgen, because wasm-bindgen 0.2.130 panics
+    # on a threaded module optimised before it ("failed to find `0` in
+    # function table"), with either binaryen.
+    log "wasm-opt -Oz (binaryen $(node -p 'require("./node_modules/binaryen/package.json").version'), after wasm-bindgen)"
+    node_modules/.bin/wasm-opt -Oz --enable-threads --enable-bulk-memory \
+      --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals \
+      --enable-reference-types --enable-multivalue --enable-simd --enable-relaxed-simd \
+      "$tmp/readout_bg.wasm" -o "$tmp/readout_bg.opt.wasm"
+    mv "$tmp/readout_bg.opt.wasm" "$tmp/readout_bg.wasm"
+  fi
   if [ "$kind" = single ]; then
     version=$(awk -F'"' '/^version = /{print $2; exit}' Cargo.toml)
     cat > "$tmp/package.json" <<JSON
