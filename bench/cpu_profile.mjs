@@ -24,7 +24,7 @@ import { existsSync, statSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { serve, ROOT } from "../scripts/serve.mjs";
 import { launch } from "../scripts/chromium.mjs";
-import { option, selfTimes } from "../scripts/browser.mjs";
+import { option, sampled, selfTimes } from "../scripts/browser.mjs";
 import { eightCriteriaStates } from "./pack_common.mjs";
 
 function parseArgs(argv) {
@@ -61,8 +61,6 @@ const PARTS = [
 async function main() {
   const o = parseArgs(process.argv.slice(2));
   const states = eightCriteriaStates().slice(0, o.states);
-  // The package's copies have lost their names to wasm-opt, so the build
-  // as cargo left it is bound here (the same code from LLVM).
   const threads = o.build === "threads";
   const cargoOut = threads ? "target/threads/wasm32-unknown-unknown/release/readout.wasm" : "target/wasm32-unknown-unknown/release/readout.wasm";
   const wasm = o.wasm ? resolve(o.wasm) : join(ROOT, cargoOut);
@@ -97,17 +95,12 @@ async function main() {
       },
       { source: `/models/${o.model}/`, states, module },
     );
-    const cdp = await page.context().newCDPSession(page);
-    await cdp.send("Profiler.enable");
-    await cdp.send("Profiler.setSamplingInterval", { interval: 500 });
-    await cdp.send("Profiler.start");
-    const timed = await page.evaluate(async (rounds) => {
+    const { result: timed, profile } = await sampled(page, 500, async (rounds) => {
       const t = performance.now();
       let criteria = 0;
       for (let i = 0; i < rounds; i++) criteria += await window.round();
       return { ms: performance.now() - t, criteria };
     }, o.rounds);
-    const { profile } = await cdp.send("Profiler.stop");
     const self = selfTimes(profile);
     const total = Object.values(self).reduce((a, b) => a + b, 0);
     const parts = Object.fromEntries([...PARTS.map(([k]) => [k, 0]), ["everything else (JS, idle, unnamed)", 0]]);

@@ -3,10 +3,10 @@
 // `runs` one-token suffix steps on a 64-token past; self time aggregated by
 // function (onnxruntime-web's .wasm keeps its function names).
 // Writes bench/results/<date>-wasm-profile-<model>.json.
-//   node bench/wasm_profile.mjs <model dir> [--runs 5] [--threads 2]
+//   node bench/wasm_profile.mjs <model id under models/> [--runs 5] [--threads 2]
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { harness, numberOption, ORT_BASE, ROOT, selfTimes, start } from "../scripts/browser.mjs";
+import { harness, numberOption, ORT_BASE, ROOT, sampled, selfTimes, start } from "../scripts/browser.mjs";
 
 const args = process.argv.slice(2);
 const opt = (k, d) => numberOption(args, k, d);
@@ -38,16 +38,11 @@ await page.evaluate(async ({ dir, threads, ORT_BASE }) => {
   await s.run(feeds(1, past, 64), ["logits"]);
   window.step = () => s.run(feeds(1, past, 64), ["logits"]);
 }, { dir, threads, ORT_BASE });
-const cdp = await page.context().newCDPSession(page);
-await cdp.send("Profiler.enable");
-await cdp.send("Profiler.setSamplingInterval", { interval: 200 });
-await cdp.send("Profiler.start");
-const ms = await page.evaluate(async (runs) => {
+const { result: ms, profile } = await sampled(page, 200, async (runs) => {
   const t = performance.now();
   for (let i = 0; i < runs; i++) await window.step();
   return (performance.now() - t) / runs;
 }, runs);
-const { profile } = await cdp.send("Profiler.stop");
 await ctx.close();
 // Self time per function name (main thread only: the workers' share is
 // counted in the run time, not in these samples).

@@ -35,6 +35,21 @@ export async function harness(ctx, log = [], { build = "single", isolated = true
   return page;
 }
 
+/**
+ * Runs `run(arg)` inside `page` under Chromium's sampling profiler (CDP
+ * Profiler domain, one sample every `intervalUs` microseconds, the page's
+ * own thread only) and returns `{ result, profile }`.
+ */
+export async function sampled(page, intervalUs, run, arg) {
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send("Profiler.enable");
+  await cdp.send("Profiler.setSamplingInterval", { interval: intervalUs });
+  await cdp.send("Profiler.start");
+  const result = await page.evaluate(run, arg);
+  const { profile } = await cdp.send("Profiler.stop");
+  return { result, profile };
+}
+
 /** Self time in ms per function name from a CDP `Profiler.stop` profile. */
 export function selfTimes(profile) {
   const self = {};
