@@ -3,6 +3,7 @@
 //! it cannot (the caller names the node).
 
 use super::exp::exp;
+use super::par::Pool;
 use super::tensor::{Data, Value};
 use super::OpError;
 
@@ -100,8 +101,27 @@ pub enum Binary {
     Mul,
 }
 
-pub fn binary(op: Binary, a: &Value, b: &Value) -> OpResult {
+pub fn binary(op: Binary, a: &Value, b: &Value, pool: &Pool) -> OpResult {
     let shape = broadcast(&a.shape, &b.shape)?;
+    // Floats of one shape (the MLP's products, residual sums): split over
+    // the pool. The same operation per element, so the same bits.
+    if let (Data::F32(x), Data::F32(y), true) = (&a.data, &b.data, a.shape == b.shape) {
+        macro_rules! zip {
+            ($f:expr) => {
+                pool.fill(x.len(), 1, |at, out| {
+                    for ((o, &p), &q) in out.iter_mut().zip(&x[at..]).zip(&y[at..]) {
+                        *o = $f(p, q);
+                    }
+                })?
+            };
+        }
+        let data = match op {
+            Binary::Add => zip!(|p: f32, q: f32| p + q),
+            Binary::Sub => zip!(|p: f32, q: f32| p - q),
+            Binary::Mul => zip!(|p: f32, q: f32| p * q),
+        };
+        return Ok(Value::f32(shape, data));
+    }
     // The operator is chosen once, outside the loop: matched per element,
     // the loop did not vectorise (3.7 % of a criterion in Chromium).
     macro_rules! apply {
@@ -149,12 +169,19 @@ fn combine<T: Copy>(
     }
 }
 
-pub fn sigmoid(x: &Value) -> OpResult {
+/// `f` of every float of `x`, split over the pool.
+fn unary(x: &Value, pool: &Pool, f: impl Fn(f32) -> f32 + Sync + Send) -> OpResult {
     let v = floats(x, "input")?;
-    Ok(Value::f32(
-        x.shape.clone(),
-        v.iter().map(|&t| 1.0 / (1.0 + exp(-t))).collect(),
-    ))
+    let data = pool.fill(v.len(), 1, |at, out| {
+        for (o, &t) in out.iter_mut().zip(&v[at..]) {
+            *o = f(t);
+        }
+    })?;
+    Ok(Value::f32(x.shape.clone(), data))
+}
+
+pub fn sigmoid(x: &Value, pool: &Pool) -> OpResult {
+    unary(x, pool, |t| 1.0 / (1.0 + exp(-t)))
 }
 
 /// Gelu's `approximate = "tanh"`: ½·x·(1 + tanh u), u = √(2/π)·(x + 0.044715·x³).
@@ -162,12 +189,8 @@ pub fn sigmoid(x: &Value) -> OpResult {
 /// so it runs on our `exp`, which vectorises: libm's `tanhf` (and the
 /// `expm1f` under it) was 15 % of a Gemma 3 run natively in `perf`. The
 /// clamp inside `exp` keeps the denominator finite for any x.
-pub fn gelu_tanh(x: &Value) -> OpResult {
-    let v = floats(x, "input")?;
-    Ok(Value::f32(
-        x.shape.clone(),
-        v.iter().map(|&t| gelu(t)).collect(),
-    ))
+pub fn gelu_tanh(x: &Value, pool: &Pool) -> OpResult {
+    unary(x, pool, gelu)
 }
 
 #[inline(always)]
@@ -178,7 +201,7 @@ fn gelu(t: f32) -> f32 {
 }
 
 /// RMS norm over the last axis: x / √(mean(x²) + ε) · w.
-pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>, OpError> {
+pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, pool: &Pool) -> Result<Vec<f32>, OpError> {
     let h = w.len();
     if h == 0 || !x.len().is_multiple_of(h) {
         return Err(OpError::Rows {
@@ -186,15 +209,16 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32) -> Result<Vec<f32>, OpError> {
             width: h,
         });
     }
-    let mut out = vec![0f32; x.len()];
-    for (row, o) in x.chunks(h).zip(out.chunks_mut(h)) {
-        let ms = row.iter().map(|v| v * v).sum::<f32>() / h as f32;
-        let inv = 1.0 / (ms + eps).sqrt();
-        for ((oi, xi), wi) in o.iter_mut().zip(row).zip(w) {
-            *oi = xi * inv * wi;
+    // Whole rows per piece: a row's mean is one sum, in one order.
+    pool.fill(x.len(), h, |at, out| {
+        for (row, o) in x[at..].chunks(h).zip(out.chunks_mut(h)) {
+            let ms = row.iter().map(|v| v * v).sum::<f32>() / h as f32;
+            let inv = 1.0 / (ms + eps).sqrt();
+            for ((oi, xi), wi) in o.iter_mut().zip(row).zip(w) {
+                *oi = xi * inv * wi;
+            }
         }
-    }
-    Ok(out)
+    })
 }
 
 #[cfg(test)]
@@ -275,7 +299,7 @@ mod tests {
                 (Binary::Sub, |p, q| p - q),
                 (Binary::Mul, |p, q| p * q),
             ] {
-                let got = binary(op, &a, &b).unwrap();
+                let got = binary(op, &a, &b, &Pool::new(1).unwrap()).unwrap();
                 let d = got.shape.clone();
                 let d3: Vec<usize> = std::iter::repeat_n(1, 3 - d.len()).chain(d).collect();
                 let mut want = Vec::new();
@@ -288,6 +312,47 @@ mod tests {
                 }
                 assert_eq!(got.as_f32().unwrap(), want, "{op:?} {sa:?} {sb:?}");
             }
+        }
+    }
+
+    /// Split over a pool (pieces of uneven length, the last ragged) the
+    /// element-wise operators and the norm give the bits they give on the
+    /// caller alone: each element, or each row, is one computation in one
+    /// order wherever it runs.
+    #[test]
+    fn split_over_a_pool_equals_the_caller_alone() {
+        let (rows, h) = (37, 577);
+        assert!(rows * h >= Pool::SERIAL_BELOW);
+        let x = Value::f32(
+            vec![rows, h],
+            (0..rows * h)
+                .map(|i| ((i * 7919) % 2003) as f32 / 250.0 - 4.0)
+                .collect(),
+        );
+        let y = Value::f32(
+            vec![rows, h],
+            (0..rows * h)
+                .map(|i| ((i * 104_729) % 1009) as f32 / 97.0 - 5.0)
+                .collect(),
+        );
+        let w: Vec<f32> = (0..h).map(|i| 0.5 + (i % 13) as f32 / 10.0).collect();
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        let run = |pool: &Pool| {
+            let mut out = Vec::new();
+            for op in [Binary::Add, Binary::Sub, Binary::Mul] {
+                out.push(bits(binary(op, &x, &y, pool).unwrap().as_f32().unwrap()));
+            }
+            out.push(bits(sigmoid(&x, pool).unwrap().as_f32().unwrap()));
+            out.push(bits(gelu_tanh(&x, pool).unwrap().as_f32().unwrap()));
+            out.push(bits(
+                &rms_norm(x.as_f32().unwrap(), &w, 1e-5, pool).unwrap(),
+            ));
+            out
+        };
+        let (alone, split) = (run(&Pool::new(1).unwrap()), run(&Pool::new(3).unwrap()));
+        for (i, (a, b)) in alone.iter().zip(&split).enumerate() {
+            assert_eq!(a.len(), rows * h, "operator {i}");
+            assert!(a == b, "operator {i} differs when split");
         }
     }
 
@@ -308,7 +373,13 @@ mod tests {
         );
         assert_eq!(axis(2, 2).unwrap_err(), OpError::Axis { axis: 2, rank: 2 });
         assert_eq!(
-            binary(Binary::Add, &x, &Value::f32(vec![4], vec![0.0; 4])).unwrap_err(),
+            binary(
+                Binary::Add,
+                &x,
+                &Value::f32(vec![4], vec![0.0; 4]),
+                &Pool::new(1).unwrap()
+            )
+            .unwrap_err(),
             OpError::Broadcast {
                 a: vec![2, 3],
                 b: vec![4]

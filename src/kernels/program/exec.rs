@@ -33,9 +33,9 @@ impl Program {
         };
         let one = |v: Result<Value, OpError>| v.map(|v| vec![Some(v)]).map_err(err);
         match &node.op {
-            Op::Binary(b) => one(ops::binary(*b, input(0)?, input(1)?)),
-            Op::Sigmoid => one(ops::sigmoid(input(0)?)),
-            Op::GeluTanh => one(ops::gelu_tanh(input(0)?)),
+            Op::Binary(b) => one(ops::binary(*b, input(0)?, input(1)?, pool)),
+            Op::Sigmoid => one(ops::sigmoid(input(0)?, pool)),
+            Op::GeluTanh => one(ops::gelu_tanh(input(0)?, pool)),
             Op::Cast(to) => one(ops::cast(input(0)?, *to)),
             Op::Shape => Ok(vec![Some(ops::shape_of(input(0)?))]),
             Op::Gather(axis) => one(ops::gather(input(0)?, input(1)?, *axis)),
@@ -93,8 +93,8 @@ impl Program {
                 }
                 let x = input(0)?;
                 let w = ops::floats(input(1)?, "scale").map_err(err)?;
-                let y =
-                    ops::rms_norm(ops::floats(x, "input").map_err(err)?, w, *eps).map_err(err)?;
+                let y = ops::rms_norm(ops::floats(x, "input").map_err(err)?, w, *eps, pool)
+                    .map_err(err)?;
                 Ok(vec![Some(Value::f32(x.shape.clone(), y))])
             }
             Op::SkipNorm(eps) => {
@@ -104,13 +104,13 @@ impl Program {
                     return Err(say("mean and inverse-std outputs are not computed".into()));
                 }
                 let x = input(0)?;
-                let mut sum = ops::binary(Binary::Add, x, input(1)?).map_err(err)?;
+                let mut sum = ops::binary(Binary::Add, x, input(1)?, pool).map_err(err)?;
                 if let Some(b) = ins.get(3).copied().flatten() {
-                    sum = ops::binary(Binary::Add, &sum, b).map_err(err)?;
+                    sum = ops::binary(Binary::Add, &sum, b, pool).map_err(err)?;
                 }
                 let w = ops::floats(input(2)?, "gamma").map_err(err)?;
-                let y =
-                    ops::rms_norm(ops::floats(&sum, "sum").map_err(err)?, w, *eps).map_err(err)?;
+                let y = ops::rms_norm(ops::floats(&sum, "sum").map_err(err)?, w, *eps, pool)
+                    .map_err(err)?;
                 let y = Value::f32(sum.shape.clone(), y);
                 Ok(vec![
                     Some(y),
