@@ -6,8 +6,9 @@
 //! `READOUT_KERNEL=avx2` (or `scalar`) runs a slower one to compare.
 //!
 //!   cargo bench --bench q4_matmul -- [--threads 1] [--rounds 15]
+//!                                      [--rows 1,45,256] [--out FILE]
 //!
-//! Writes bench/results/<date>-q4-matmul.json.
+//! Writes bench/results/<date>-q4-matmul.json unless --out says.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -33,6 +34,21 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let threads = arg(&args, "--threads", 1);
     let rounds = arg(&args, "--rounds", 15);
+    let text = |flag: &str| {
+        args.iter().position(|a| a == flag).map(|i| {
+            args.get(i + 1)
+                .cloned()
+                .unwrap_or_else(|| panic!("{flag} takes a value"))
+        })
+    };
+    let row_counts: Vec<usize> = text("--rows")
+        .unwrap_or_else(|| "1,45,256".into())
+        .split(',')
+        .map(|v| {
+            v.parse()
+                .unwrap_or_else(|_| panic!("--rows: {v} is not a whole number"))
+        })
+        .collect();
     let pool = Pool::new(threads).expect("thread pool");
     // SmolLM2-135M: q/o (576 × 576), k/v (192 × 576), gate/up (1536 × 576),
     // down (576 × 1536).
@@ -53,7 +69,7 @@ fn main() {
         .collect();
     let kernel = simd::detect();
     let mut rows_out = Vec::new();
-    for m in [1usize, 45, 256] {
+    for &m in &row_counts {
         let acts: Vec<Vec<f32>> = shapes
             .iter()
             .map(|&(_, k)| {
@@ -83,13 +99,16 @@ fn main() {
     let out = json!({
         "date": today(),
         "machine": machine(),
-        "command": format!("cargo bench --bench q4_matmul -- --threads {threads} --rounds {rounds}"),
+        "command": format!(
+            "cargo bench --bench q4_matmul -- --threads {threads} --rounds {rounds} --rows {}",
+            row_counts.iter().map(|m| m.to_string()).collect::<Vec<_>>().join(",")
+        ),
         "kernel": kernel,
         "threads": threads,
         "shapes_n_k": shapes,
         "results": rows_out,
     });
-    let path = format!("bench/results/{}-q4-matmul.json", today());
+    let path = text("--out").unwrap_or_else(|| format!("bench/results/{}-q4-matmul.json", today()));
     std::fs::write(&path, serde_json::to_string_pretty(&out).expect("json")).expect("write");
     eprintln!("[q4_matmul] wrote {path}");
 }

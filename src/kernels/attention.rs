@@ -174,7 +174,18 @@ impl Gqa {
         };
         // Output per head, `[heads][S][D]`, so each task owns one head.
         let mut per_head = vec![0f32; hq * s * d];
-        pool.chunks_mut(&mut per_head, s * d, |h, out| heads.run(h, out))?;
+        // One head per task, or every head on the caller where the scores'
+        // and weighted sums' work is too small to hand over.
+        let heads_per_task = if pool.worth_splitting(2 * hq * s * (p + s) * d) {
+            1
+        } else {
+            hq
+        };
+        pool.chunks_mut(&mut per_head, heads_per_task * s * d, |t, out| {
+            for (i, o) in out.chunks_mut(s * d).enumerate() {
+                heads.run(t * heads_per_task + i, o);
+            }
+        })?;
         let mut out = vec![0f32; s * hq * d];
         for h in 0..hq {
             for i in 0..s {

@@ -112,8 +112,29 @@ impl Pool {
         }
     }
 
+    /// Whether work of about `macs` multiply-adds is worth splitting.
+    /// Natively a split goes through rayon, which wakes its threads and
+    /// parks the caller until they are done, some 10 µs a call on this
+    /// 2-core host; a 1-row product is shorter than that. With every
+    /// product split, a layer's matrices at 1 row took 0.13 ms on 2 threads
+    /// against 0.042 on one (`cargo bench --bench q4_matmul -- --threads N
+    /// --rows 1,4,8,16,45,256`); at 16 rows they were even, at 45 rows 2
+    /// threads won 1.2×. In the browser the caller takes pieces itself and
+    /// the workers spin between jobs, and splitting measured faster even
+    /// at 1 row, so there it always is.
+    pub fn worth_splitting(&self, macs: usize) -> bool {
+        cfg!(target_arch = "wasm32") || macs >= Self::NATIVE_SERIAL_BELOW
+    }
+
+    /// See `worth_splitting`: about 4 M multiply-adds, a 1536 × 576 matrix
+    /// at 5 rows, where splitting stopped losing. A 1-token run of
+    /// SmolLM2-135M after a 256-token past went from 12.1 to 9.3 ms at 2
+    /// threads (`bench/results/2026-12-03-ab-native-serial-below-short.json`).
+    const NATIVE_SERIAL_BELOW: usize = 1 << 22;
+
     /// Calls `f(index, chunk)` for each `chunk`-long piece of `data`, in
-    /// parallel where there is a pool. `f` must not depend on the order.
+    /// parallel where there is a pool (a single piece runs on the caller).
+    /// `f` must not depend on the order.
     /// Fails only in the threaded browser build, when a worker died inside
     /// its piece (a panic), leaving `data` incomplete.
     pub fn chunks_mut<T, F>(&self, data: &mut [T], chunk: usize, f: F) -> Result<(), OpError>
@@ -123,7 +144,7 @@ impl Pool {
     {
         let chunk = chunk.max(1);
         #[cfg(not(target_arch = "wasm32"))]
-        if let Some(pool) = &self.pool {
+        if let Some(pool) = self.pool.as_ref().filter(|_| data.len() > chunk) {
             use rayon::prelude::*;
             pool.install(|| {
                 data.par_chunks_mut(chunk)

@@ -367,7 +367,13 @@ impl Q4Matrix {
         };
         let rows = QuantRows::new(a, m, self.k, pool)?;
         let (bl, n) = (self.blocks, self.n);
-        let groups_per_task = p.groups.div_ceil(pool.threads() * 4).max(2);
+        // Natively a small product runs as one task on the caller: handing
+        // it to the pool costs more than it does (`Pool::worth_splitting`).
+        let groups_per_task = if pool.worth_splitting(m * n * self.k) {
+            p.groups.div_ceil(pool.threads() * 4).max(2)
+        } else {
+            p.groups
+        };
         let tasks = p.groups.div_ceil(groups_per_task);
         let mut out = vec![0f32; m * n];
         let base = Columns(out.as_mut_ptr());
@@ -453,14 +459,9 @@ impl Q4Matrix {
 mod tests {
     use super::*;
 
-    /// A product over many rows (several row tiles, a ragged last one, on
-    /// 2 threads) equals the same rows one at a time, bit for bit: rows
-    /// never mix, whatever the tiling. All rows together are quantised by
-    /// the pool's tasks, one row alone on the caller.
-    #[test]
-    fn many_rows_equal_each_row_alone() {
-        let (n, k, m) = (40, 128, 75);
-        assert!(m * k >= QuantRows::SERIAL_BELOW && k < QuantRows::SERIAL_BELOW);
+    /// An `n × k` int4 matrix with zero points and `m` rows of activations
+    /// in [-1, 1), drawn from a fixed seed.
+    fn random(n: usize, k: usize, m: usize) -> (Q4Matrix, Vec<f32>) {
         let mut seed = 7u32;
         let mut next = || {
             seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
@@ -477,6 +478,18 @@ mod tests {
         let a: Vec<f32> = (0..m * k)
             .map(|_| (next() % 2000) as f32 / 1000.0 - 1.0)
             .collect();
+        (w, a)
+    }
+
+    /// A product over many rows (several row tiles, a ragged last one, on
+    /// 2 threads) equals the same rows one at a time, bit for bit: rows
+    /// never mix, whatever the tiling. All rows together are quantised by
+    /// the pool's tasks, one row alone on the caller.
+    #[test]
+    fn many_rows_equal_each_row_alone() {
+        let (n, k, m) = (40, 128, 75);
+        assert!(m * k >= QuantRows::SERIAL_BELOW && k < QuantRows::SERIAL_BELOW);
+        let (w, a) = random(n, k, m);
         let pool = Pool::new(2).unwrap();
         for precision in [Precision::Int8, Precision::F32] {
             let all = w.matmul(&a, m, precision, &pool).unwrap();
@@ -493,6 +506,26 @@ mod tests {
                     "{precision:?} row {r}"
                 );
             }
+        }
+    }
+
+    /// A product large enough to split natively too equals the same product
+    /// on one thread, bit for bit: a column group is one task's alone,
+    /// whoever runs it.
+    #[test]
+    fn a_split_product_equals_one_thread() {
+        let (n, k, m) = (256, 512, 40);
+        let (two, one) = (Pool::new(2).unwrap(), Pool::new(1).unwrap());
+        assert!(two.worth_splitting(m * n * k));
+        let (w, a) = random(n, k, m);
+        for precision in [Precision::Int8, Precision::F32] {
+            let bits = |pool: &Pool| {
+                let out = w.matmul(&a, m, precision, pool).unwrap();
+                out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            };
+            let (split, alone) = (bits(&two), bits(&one));
+            let first = split.iter().zip(&alone).position(|(x, y)| x != y);
+            assert_eq!(first, None, "{precision:?}: the first output that differs");
         }
     }
 }
