@@ -8,6 +8,8 @@
 //! Checks that both pasts give bit-identical logits on a next token, and
 //! writes bench/results/<date>-native-prefill.json.
 
+mod common;
+
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -19,27 +21,14 @@ use readout::runtime::native::{NativeOptions, NativeRuntime};
 use readout::runtime::Runtime;
 use serde_json::json;
 
-fn arg(args: &mut Vec<String>, flag: &str, default: usize) -> usize {
-    match args.iter().position(|a| a == flag) {
-        Some(i) if i + 1 < args.len() => {
-            let v = args.remove(i + 1);
-            args.remove(i);
-            v.parse()
-                .unwrap_or_else(|_| panic!("{flag} takes a whole number, got {v}"))
-        }
-        Some(_) => panic!("{flag} needs a value"),
-        None => default,
-    }
-}
+use common::Args;
 
 fn main() {
-    let mut args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
-    let tokens = arg(&mut args, "--tokens", 256);
-    let rounds = arg(&mut args, "--rounds", 7);
-    let threads = arg(&mut args, "--threads", 2);
+    let mut args = Args::from_env();
+    let tokens = args.number("--tokens", 256);
+    let rounds = args.number("--rounds", 7);
+    let threads = args.number("--threads", 2);
+    let args = args.rest();
     let dirs: Vec<PathBuf> = if args.is_empty() {
         [
             "models/smollm2-135m-instruct-q4",

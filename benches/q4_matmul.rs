@@ -10,6 +10,8 @@
 //!
 //! Writes bench/results/<date>-q4-matmul.json unless --out says.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -20,28 +22,14 @@ use readout::kernels::simd;
 use readout::kernels::{Pool, Precision};
 use serde_json::json;
 
-fn arg(args: &[String], flag: &str, default: usize) -> usize {
-    match args.iter().position(|a| a == flag) {
-        Some(i) => args
-            .get(i + 1)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("{flag} takes a whole number")),
-        None => default,
-    }
-}
+use common::Args;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let threads = arg(&args, "--threads", 1);
-    let rounds = arg(&args, "--rounds", 15);
-    let text = |flag: &str| {
-        args.iter().position(|a| a == flag).map(|i| {
-            args.get(i + 1)
-                .cloned()
-                .unwrap_or_else(|| panic!("{flag} takes a value"))
-        })
-    };
-    let row_counts: Vec<usize> = text("--rows")
+    let mut args = Args::from_env();
+    let threads = args.number("--threads", 1);
+    let rounds = args.number("--rounds", 15);
+    let row_counts: Vec<usize> = args
+        .text("--rows")
         .unwrap_or_else(|| "1,45,256".into())
         .split(',')
         .map(|v| {
@@ -49,6 +37,7 @@ fn main() {
                 .unwrap_or_else(|_| panic!("--rows: {v} is not a whole number"))
         })
         .collect();
+    let out_path = args.text("--out");
     let pool = Pool::new(threads).expect("thread pool");
     // SmolLM2-135M: q/o (576 × 576), k/v (192 × 576), gate/up (1536 × 576),
     // down (576 × 1536).
@@ -108,7 +97,7 @@ fn main() {
         "shapes_n_k": shapes,
         "results": rows_out,
     });
-    let path = text("--out").unwrap_or_else(|| format!("bench/results/{}-q4-matmul.json", today()));
+    let path = out_path.unwrap_or_else(|| format!("bench/results/{}-q4-matmul.json", today()));
     std::fs::write(&path, serde_json::to_string_pretty(&out).expect("json")).expect("write");
     eprintln!("[q4_matmul] wrote {path}");
 }

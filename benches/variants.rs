@@ -11,6 +11,8 @@
 //! bench/results/<date>-native-variants-<model>[-<tag>].json; it refuses to
 //! overwrite a file that is already there (pass another `--tag`).
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -24,6 +26,8 @@ use readout::host::{machine, today};
 use readout::kernels::Precision;
 use readout::model_dir::{open_host_engine, HostEngine, HostOptions, RuntimeKind};
 use serde_json::json;
+
+use common::Args;
 
 const WORDS: &str = "the harbour office keeps a ledger of every ship that docks and on each morning the clerk writes \
 the name of the vessel the port it came from the cargo it carries the weight in tonnes and the time it tied up at the quay \
@@ -116,45 +120,27 @@ fn ensure(models: &Path, base: &str) -> Vec<PathBuf> {
 }
 
 fn main() {
-    let mut args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
-    let mut take = |flag: &str, default: usize| -> usize {
-        match args.iter().position(|a| a == flag) {
-            Some(i) => {
-                let v = args
-                    .get(i + 1)
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(default);
-                args.drain(i..(i + 2).min(args.len()));
-                v
-            }
-            None => default,
-        }
-    };
-    let rounds = take("--rounds", 10);
-    let threads = take(
+    let mut args = Args::from_env();
+    let rounds = args.number("--rounds", 10);
+    let threads = args.number(
         "--threads",
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
     );
-    let prefix_target = take("--prefix", 256);
-    let suffix_target = take("--suffix", 45);
-    let mut text = |flag: &str| -> Option<String> {
-        let i = args.iter().position(|a| a == flag)?;
-        let v = args.get(i + 1).cloned();
-        args.drain(i..(i + 2).min(args.len()));
-        v
-    };
-    let runtimes = match text("--runtime").as_deref() {
+    let prefix_target = args.number("--prefix", 256);
+    let suffix_target = args.number("--suffix", 45);
+    let runtimes = match args.text("--runtime").as_deref() {
         None | Some("ort") => vec![RuntimeKind::Ort],
         Some("own") => vec![RuntimeKind::Own],
         Some("both") => vec![RuntimeKind::Ort, RuntimeKind::Own],
         Some(other) => panic!("--runtime {other}: expected ort, own or both"),
     };
-    let tag = text("--tag").map(|t| format!("-{t}")).unwrap_or_default();
+    let tag = args
+        .text("--tag")
+        .map(|t| format!("-{t}"))
+        .unwrap_or_default();
+    let args = args.rest();
     let bases = if args.is_empty() {
         vec![
             "qwen3-0.6b-shape-q4f16".to_string(),
