@@ -9,13 +9,13 @@
 //
 //   node bench/threads.mjs [--model smollm2-135m-instruct] [--threads 2]
 //        [--lengths 1,8,32,64] [--runs 3] [--no-ort-web] [--out FILE]
-import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, statSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { flagOption, option } from "../scripts/browser.mjs";
 import { ROOT } from "../scripts/serve.mjs";
-import { fitRatio, maxAbsDiff, TYPICAL } from "./compare.mjs";
+import { cost45, fitRatio, maxAbsDiff, TYPICAL } from "./compare.mjs";
+import { nativeSweep } from "./native_sweep.mjs";
 import { runBench } from "./run.mjs";
 
 const a = process.argv.slice(2);
@@ -30,7 +30,6 @@ const outArg = take("--out", undefined);
 if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
 
 const log = (l) => console.error(l);
-const cost45 = (fit) => fit.fixed_ms + fit.per_token_ms * TYPICAL;
 const common = { lengths, runs, warmup: 1, prefix: 256, options: 4, variants: "stock", native: false, transformers: false, mass: false, modes: false, timeoutS: 3600 };
 
 /** One browser sweep, reduced to what the goals read. */
@@ -45,27 +44,15 @@ async function browser(label, o) {
   };
 }
 
-function native(runtime, models) {
-  const out = join(ROOT, "target", "bench", `threads-native-${runtime}.json`);
-  mkdirSync(dirname(out), { recursive: true });
-  log(`[threads] native ${runtime}: ${models.join(", ")}`);
-  execFileSync("cargo", ["build", "--locked", "--release", "--bin", "readout"], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
-  execFileSync(join(ROOT, "target/release/readout"), ["sweep", "--runtime", runtime, ...models.flatMap((m) => ["--model", `models/${m}`]),
-    "--lengths", lengths, "--runs", String(runs), "--warmup", "1", "--prefix", "256", "--options", "4", "--threads", String(threads), "-o", out],
-  { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"] });
-  return JSON.parse(readFileSync(out, "utf8")).variants.map((v) => ({
-    label: `native ${runtime} ${v.id}`, model: v.id, median_ms: v.median_ms, fit: v.fit, ms_at_45: cost45(v.fit),
-    prefill_ms: v.prefill_ms, prefill_tokens_per_s: (256 / v.prefill_ms) * 1e3, probs: v.probs,
-  }));
-}
 
 const q4f16 = `${base}-q4f16`;
 const runsOut = [];
 runsOut.push(await browser(`browser cpu, single-thread build, 1 thread (${q4f16})`, { model: q4f16, backend: "cpu", build: "single", threads: 1 }));
 runsOut.push(await browser(`browser cpu, threaded build, ${threads} threads (${q4f16})`, { model: q4f16, backend: "cpu", build: "threads", threads }));
 if (ortWeb) runsOut.push(await browser(`browser onnxruntime-web wasm, ${threads} threads (${base}-fp32)`, { model: `${base}-fp32`, backend: "wasm", build: "single", threads }));
-const ort = native("ort", [`${base}-q4f16`, `${base}-q4`, `${base}-fp32`]);
-const own = native("own", [q4f16]);
+const sweep = { lengths, runs, threads, log };
+const ort = nativeSweep("ort", [`${base}-q4f16`, `${base}-q4`, `${base}-fp32`], sweep);
+const own = nativeSweep("own", [q4f16], sweep);
 const [single, threaded, web] = runsOut;
 const fastestNative = ort.reduce((b, v) => (v.fit.per_token_ms < b.fit.per_token_ms ? v : b));
 const download = ["model.onnx", "model.onnx.data"].reduce((s, f) => {

@@ -15,12 +15,11 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use readout::core::sweep::median;
 use readout::host::{machine, today};
-use readout::kernels::q4::Q4Matrix;
+use readout::kernels::random_layer::{RandomLayer, SMOLLM2_LAYER};
 use readout::kernels::simd;
 use readout::kernels::{Pool, Precision};
 use serde_json::json;
@@ -48,40 +47,19 @@ fn main() {
         .collect();
     // SmolLM2-135M: q/o (576 × 576), k/v (192 × 576), gate/up (1536 × 576),
     // down (576 × 1536).
-    let shapes: [(usize, usize); 4] = [(576, 576), (192, 576), (1536, 576), (576, 1536)];
+    let shapes = SMOLLM2_LAYER;
     let mut seed = 5u64;
-    let mats: Vec<Q4Matrix> = shapes
-        .iter()
-        .map(|&(n, k)| {
-            let q = (0..n * k / 2).map(|_| simd::lcg(&mut seed) as u8).collect();
-            let scales = (0..n * k / 32)
-                .map(|_| (simd::lcg(&mut seed) % 100) as f32 * 1e-4 + 1e-3)
-                .collect();
-            let zps: Vec<u8> = (0..n * (k / 32).div_ceil(2))
-                .map(|_| simd::lcg(&mut seed) as u8)
-                .collect();
-            Q4Matrix::new(n, k, Arc::new(q), scales, Some(&zps)).expect("matrix")
-        })
-        .collect();
+    let layer = RandomLayer::new(&shapes, &mut seed).expect("matrices");
     let kernel = simd::detect();
     let mut rows_out = Vec::new();
     for &m in &row_counts {
-        let acts: Vec<Vec<f32>> = shapes
-            .iter()
-            .map(|&(_, k)| {
-                (0..m * k)
-                    .map(|_| (simd::lcg(&mut seed) % 2000) as f32 / 1000.0 - 1.0)
-                    .collect()
-            })
-            .collect();
-        let macs: usize = shapes.iter().map(|&(n, k)| n * k * m).sum();
+        let acts = layer.activations(m, &mut seed);
+        let macs = layer.macs(m);
         let mut times = vec![Vec::new(); pools.len()];
         for _ in 0..rounds {
             for (pool, times) in pools.iter().zip(&mut times) {
                 let t0 = Instant::now();
-                for (w, a) in mats.iter().zip(&acts) {
-                    std::hint::black_box(w.matmul(a, m, Precision::Int8, pool).expect("matmul"));
-                }
+                layer.run(&acts, m, Precision::Int8, pool).expect("matmul");
                 times.push(t0.elapsed().as_secs_f64());
             }
         }

@@ -176,3 +176,70 @@ pub fn empty_past(config_json: &str) -> Result<JsValue, JsValue> {
         dims: [1, kv_heads, 0, head_dim],
     })
 }
+
+/// One decoder layer's int4 products alone (`kernels::random_layer`,
+/// SmolLM2-135M's shapes), as `cargo bench --bench q4_matmul` times them
+/// natively, so that `bench/dot_peak.mjs` can set the kernel beside the
+/// instructions' own peak in this browser. `create(rows, threads)` starts
+/// the kernel workers the threaded build needs; each `run()` computes the
+/// four products once over `rows` rows; the page times it.
+#[wasm_bindgen]
+pub struct KernelBench {
+    layer: crate::kernels::random_layer::RandomLayer,
+    acts: Vec<Vec<f32>>,
+    rows: usize,
+    pool: crate::kernels::Pool,
+}
+
+#[wasm_bindgen]
+impl KernelBench {
+    pub async fn create(rows: usize, threads: usize) -> Result<KernelBench, JsValue> {
+        use crate::kernels::random_layer::{RandomLayer, SMOLLM2_LAYER};
+        if rows == 0 {
+            return Err(js_err("rows: at least 1"));
+        }
+        #[cfg(target_feature = "atomics")]
+        super::threads::ensure(threads)
+            .await
+            .map_err(super::interop::load_err)?;
+        let pool = crate::kernels::Pool::new(threads).map_err(js_err)?;
+        let mut seed = 5u64;
+        let layer = RandomLayer::new(&SMOLLM2_LAYER, &mut seed).map_err(js_err)?;
+        let acts = layer.activations(rows, &mut seed);
+        Ok(KernelBench {
+            layer,
+            acts,
+            rows,
+            pool,
+        })
+    }
+
+    pub fn run(&self) -> Result<(), JsValue> {
+        self.layer
+            .run(
+                &self.acts,
+                self.rows,
+                crate::kernels::Precision::Int8,
+                &self.pool,
+            )
+            .map_err(js_err)
+    }
+
+    /// Multiply-adds of one `run()`.
+    #[wasm_bindgen(getter)]
+    pub fn macs(&self) -> f64 {
+        self.layer.macs(self.rows) as f64
+    }
+
+    /// Threads the pool runs on (the single-thread build: 1).
+    #[wasm_bindgen(getter)]
+    pub fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+
+    /// The int8 kernel this build runs.
+    #[wasm_bindgen(getter)]
+    pub fn kernel(&self) -> String {
+        crate::kernels::simd::detect().name().to_string()
+    }
+}

@@ -11,6 +11,7 @@ mod ops;
 mod par;
 mod program;
 pub mod q4;
+pub mod random_layer;
 pub mod simd;
 mod tensor;
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
