@@ -22,9 +22,9 @@ unsafe fn weight_step(w: &[u8], b: usize, j: usize) -> [v128; 4] {
     };
     [
         v128_and(w0, mask),
-        u8x16_shr(w0, 4),
+        v128_and(u16x8_shr(w0, 4), mask),
         v128_and(w1, mask),
-        u8x16_shr(w1, 4),
+        v128_and(u16x8_shr(w1, 4), mask),
     ]
 }
 
@@ -67,19 +67,36 @@ unsafe fn block_params(scales: &[f32], zps: &[f32], b: usize) -> ([v128; 2], [v1
     }
 }
 
+/// An activation row's block-`b` scale and sum, each splat across a
+/// vector straight from memory, the sum converted as a vector: a scalar
+/// convert and splat, and the slices' bounds checks, cost the hot loop
+/// vector-port time per row and block.
+///
+/// # Safety
+/// `ad` and `asum` hold at least `b + 1` values.
+#[inline(always)]
+unsafe fn act_block(ad: &[f32], asum: &[i32], b: usize) -> (v128, v128) {
+    // SAFETY: per the contract.
+    unsafe {
+        (
+            v128_load32_splat(ad.as_ptr().add(b) as *const u32),
+            f32x4_convert_i32x4(v128_load32_splat(asum.as_ptr().add(b) as *const u32)),
+        )
+    }
+}
+
 /// Adds one block's exact integer sums for 8 rows to `acc`: the zero
 /// points' share removed, then scaled by the weights' and the activations'
-/// scales (`act`: the activation block's scale and sum).
+/// scales (`act`: the activation block's scale and sum, from `act_block`).
 #[inline(always)]
 fn add_block(
     acc: &mut [v128; 2],
     ints: [v128; 2],
     params: &([v128; 2], [v128; 2]),
-    act: (f32, i32),
+    act: (v128, v128),
 ) {
     let (sv, zv) = params;
-    let sum = f32x4_splat(act.1 as f32);
-    let d = f32x4_splat(act.0);
+    let (d, sum) = act;
     for h in 0..2 {
         let exact = f32x4_sub(f32x4_convert_i32x4(ints[h]), f32x4_mul(zv[h], sum));
         acc[h] = f32x4_add(acc[h], f32x4_mul(exact, f32x4_mul(sv[h], d)));
@@ -154,7 +171,10 @@ pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -
                 )
             };
             let ints = [rows(p[0], p[1]), rows(p[2], p[3])];
-            add_block(&mut acc[r], ints, &params, (ad[b], asum[b]));
+            // SAFETY: each activation row holds `blocks` blocks.
+            add_block(&mut acc[r], ints, &params, unsafe {
+                act_block(ad, asum, b)
+            });
         }
     }
     lanes(&acc, n)
@@ -193,7 +213,10 @@ pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -
         let params = unsafe { block_params(scales, zps, b) };
         for r in 0..n {
             let (_, ad, asum) = acts[r];
-            add_block(&mut acc[r], ints[r], &params, (ad[b], asum[b]));
+            // SAFETY: each activation row holds `blocks` blocks.
+            add_block(&mut acc[r], ints[r], &params, unsafe {
+                act_block(ad, asum, b)
+            });
         }
     }
     lanes(&acc, n)
