@@ -25,7 +25,9 @@
 //   node bench/dot_peak.mjs [--model smollm2-135m-instruct] [--threads 2]
 //        [--calls 15] [--ms 60] [--rows 1,4,45,256] [--lengths 1,8,32,64]
 //        [--runs 3] [--no-native] [--ab BEFORE.wasm,AFTER.wasm] [--rounds 3]
-//        [--out FILE]
+//        [--note TEXT] [--out FILE]
+// --note says in the JSON what the builds are (an A/B's files are paths
+// that mean nothing later).
 import binaryen from "binaryen";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
@@ -46,6 +48,7 @@ const runs = numberOption(a, "--runs", 3);
 const noNative = flagOption(a, "--no-native");
 const ab = option(a, "--ab", undefined)?.split(",");
 const rounds = numberOption(a, "--rounds", 3);
+const note = option(a, "--note", undefined);
 const outArg = option(a, "--out", undefined);
 if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
 if (ab && ab.length !== 2) throw new Error("--ab: two .wasm files, BEFORE,AFTER");
@@ -275,7 +278,7 @@ const abSummary = ab && [...new Set(kernels.map((k) => `${k.threads}|${k.rows}`)
   return { threads: t, rows, before_gmacs: before, after_gmacs: after, after_over_before: after / before };
 });
 const result = {
-  study: "dot-peak", date: new Date().toISOString().slice(0, 10), model: base, threads, calls, call_ms: callMs, unroll: UNROLL,
+  study: "dot-peak", note, date: new Date().toISOString().slice(0, 10), model: base, threads, calls, call_ms: callMs, unroll: UNROLL,
   browser: browserVersion, body: { multiply_adds_per_token: body.macs, ...body.config },
   builds: builds.map(([b]) => ({ label: b.label, wasm: b.wasm, built: b.built })),
   peaks, kernels, ab: abSummary, native, fastest_native: fastest && { model: fastest.model, per_token_ms: fastest.fit.per_token_ms },

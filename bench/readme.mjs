@@ -19,6 +19,7 @@ const kind = (f) => {
     if (r.benchmark === "native-variants") return "variants";
     if (r.rows && r.best && r.command === "bash bench/decisions.sh") return "decisions";
     if (r.study === "threads") return "threads";
+    if (r.study === "dot-peak") return "dot-peak";
   } catch {
     return "unreadable";
   }
@@ -114,9 +115,35 @@ if (threads.length) {
       out += `| ${v.label} | ${v.fit.per_token_ms.toFixed(2)} | ${v.fit.fixed_ms.toFixed(1)} | ${v.ms_at_45.toFixed(1)} | ${p} |\n`;
     }
     out += `\n| what | measured | goal |\n|---|---|---|\n`;
-    for (const [k, g] of Object.entries(r.goals)) out += `| ${k.replaceAll("_", " ")} | ${g.value.toFixed(2)} | ${g.goal} |\n`;
+    // A comparison left out of the run (--no-ort-web) is null.
+    for (const [k, g] of Object.entries(r.goals)) out += `| ${k.replaceAll("_", " ")} | ${g ? g.value.toFixed(2) : "not measured in this run"} | ${g ? g.goal : ""} |\n`;
     out += `| threaded over single build at ${r.typical_tokens} | ${r.threaded_over_single_at_45.toFixed(2)}× | |\n`;
     out += `| max \\|Δp\\| threaded vs single build | ${r.max_abs_dp.threaded_vs_single_build} | |\n\n`;
+  }
+}
+const peaks = by("dot-peak");
+if (peaks.length) {
+  out += `## The int8 product kernel against its instruction's peak
+
+\`node bench/dot_peak.mjs\`: multiply-adds a second (G/s) of the densest wasm instructions alone in Chromium, and of the product kernel alone (one layer of SmolLM2's matrices, in cache), in the same run. With \`--ab\`, two builds alternated (the file's \`note\` names them).
+
+`;
+  for (const f of peaks) {
+    const r = JSON.parse(readFileSync(f, "utf8"));
+    const host = r.machine ? `, on ${r.machine.model} (${r.machine.cpus} cores)` : "";
+    out += `\`${f.split("/").pop()}\`${host}${r.note ? ` (${r.note})` : ""}:\n\n| instruction | multiply-adds each | ${Object.keys(Object.values(r.peaks)[0].by_workers).map((w) => `${w} worker(s)`).join(" | ")} |\n|---|---|${Object.keys(Object.values(r.peaks)[0].by_workers).map(() => "---").join("|")}|\n`;
+    for (const [k, p] of Object.entries(r.peaks)) out += `| ${k} | ${p.macs_per_instruction} | ${Object.values(p.by_workers).map((w) => w.gmacs.toFixed(1)).join(" | ")} |\n`;
+    if (r.ab) {
+      out += `\n| threads | rows | before G/s | after G/s | after / before |\n|---|---|---|---|---|\n`;
+      for (const x of r.ab) out += `| ${x.threads} | ${x.rows} | ${x.before_gmacs.toFixed(1)} | ${x.after_gmacs.toFixed(1)} | ${x.after_over_before.toFixed(2)}× |\n`;
+    } else {
+      out += `\n| build | kernel | threads | rows | G/s | share of its instruction's peak |\n|---|---|---|---|---|---|\n`;
+      for (const k of r.kernels) out += `| ${k.build} | ${k.kernel} | ${k.threads} | ${k.rows} | ${k.gmacs.toFixed(1)} | ${k.share_of_instruction_peak == null ? "" : `${(100 * k.share_of_instruction_peak).toFixed(0)} %`} |\n`;
+    }
+    if (r.fastest_native) {
+      out += `\nBody: ${(r.body.multiply_adds_per_token / 1e6).toFixed(1)} M multiply-adds a token; fastest native (${r.fastest_native.model}) ${r.fastest_native.per_token_ms.toFixed(3)} ms a token, so the goal (≤ 1.5×) is ${r.goal_per_token_ms.toFixed(3)} ms; the body's products alone at each instruction's peak on ${r.threads} workers: ${Object.entries(r.floors).map(([k, x]) => `${k} ${x.body_products_ms_at_peak.toFixed(3)} ms (${(100 * x.share_of_goal).toFixed(0)} % of the goal)`).join(", ")}.\n`;
+    }
+    out += "\n";
   }
 }
 const other = files.filter((f) => kind(f) === "other");
