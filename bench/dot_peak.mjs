@@ -25,7 +25,7 @@
 //   node bench/dot_peak.mjs [--model smollm2-135m-instruct] [--threads 2]
 //        [--calls 15] [--ms 60] [--rows 1,4,45,256] [--lengths 1,8,32,64]
 //        [--runs 3] [--no-native] [--ab BEFORE.wasm,AFTER.wasm] [--rounds 3]
-//        [--note TEXT] [--out FILE]
+//        [--note TEXT] [--zero-points] [--out FILE]
 // --note says in the JSON what the builds are (an A/B's files are paths
 // that mean nothing later).
 import binaryen from "binaryen";
@@ -49,6 +49,9 @@ const noNative = flagOption(a, "--no-native");
 const ab = option(a, "--ab", undefined)?.split(",");
 const rounds = numberOption(a, "--rounds", 3);
 const note = option(a, "--note", undefined);
+// The builder's files have no zero points (every one is 8); --zero-points
+// gives the layer random ones, as q4_matmul does.
+const zeroPoints = flagOption(a, "--zero-points");
 const outArg = option(a, "--out", undefined);
 if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
 if (ab && ab.length !== 2) throw new Error("--ab: two .wasm files, BEFORE,AFTER");
@@ -153,10 +156,10 @@ async function inPage({ bytes, name, workers, calls, ms, src }) {
  * (one run of a few rows takes well under a millisecond), after untimed
  * runs for as long.
  */
-async function kernelInPage({ module, rows, threads, calls, ms }) {
+async function kernelInPage({ module, rows, threads, calls, ms, zeroPoints }) {
   const { default: init, KernelBench } = await import(module);
   await init();
-  const k = await KernelBench.create(rows, threads);
+  const k = await KernelBench.create(rows, threads, zeroPoints);
   let reps = 1;
   for (let t0 = performance.now(); performance.now() - t0 < ms; reps++) k.run();
   const times = [];
@@ -247,7 +250,7 @@ try {
       for (const t of counts) {
         for (const rows of rowCounts) {
           log(`[dot_peak] kernel, ${b.label} build${ab ? `, round ${round}` : ""}, ${t} thread(s), ${rows} rows`);
-          const r = await p.evaluate(kernelInPage, { module: b.module, rows, threads: t, calls, ms: callMs });
+          const r = await p.evaluate(kernelInPage, { module: b.module, rows, threads: t, calls, ms: callMs, zeroPoints });
           const later = r.times.slice(Math.floor(r.times.length / 2));
           const gmacs = r.macs / (median(later) * 1e6);
           const peak = peaks[kind === "threads" ? "relaxed" : "dot_i16"].by_workers[r.threads]?.gmacs;
@@ -278,7 +281,7 @@ const abSummary = ab && [...new Set(kernels.map((k) => `${k.threads}|${k.rows}`)
   return { threads: t, rows, before_gmacs: before, after_gmacs: after, after_over_before: after / before };
 });
 const result = {
-  study: "dot-peak", note, date: new Date().toISOString().slice(0, 10), model: base, threads, calls, call_ms: callMs, unroll: UNROLL,
+  study: "dot-peak", note, zero_points: zeroPoints, date: new Date().toISOString().slice(0, 10), model: base, threads, calls, call_ms: callMs, unroll: UNROLL,
   browser: browserVersion, body: { multiply_adds_per_token: body.macs, ...body.config },
   builds: builds.map(([b]) => ({ label: b.label, wasm: b.wasm, built: b.built })),
   peaks, kernels, ab: abSummary, native, fastest_native: fastest && { model: fastest.model, per_token_ms: fastest.fit.per_token_ms },

@@ -49,7 +49,7 @@ fn main() {
     // down (576 × 1536).
     let shapes = SMOLLM2_LAYER;
     let mut seed = 5u64;
-    let layer = RandomLayer::new(&shapes, &mut seed).expect("matrices");
+    let layer = RandomLayer::new(&shapes, true, &mut seed).expect("matrices");
     let kernel = simd::detect();
     let mut rows_out = Vec::new();
     for &m in &row_counts {

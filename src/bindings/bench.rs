@@ -180,8 +180,10 @@ pub fn empty_past(config_json: &str) -> Result<JsValue, JsValue> {
 /// One decoder layer's int4 products alone (`kernels::random_layer`,
 /// SmolLM2-135M's shapes), as `cargo bench --bench q4_matmul` times them
 /// natively, so that `bench/dot_peak.mjs` can set the kernel beside the
-/// instructions' own peak in this browser. `create(rows, threads)` starts
-/// the kernel workers the threaded build needs; each `run()` computes the
+/// instructions' own peak in this browser. `create(rows, threads,
+/// zeroPoints)` starts the kernel workers the threaded build needs;
+/// `zeroPoints` false gives the builder's layout (no zero points: every one
+/// is 8), true random ones as `q4_matmul` uses. Each `run()` computes the
 /// four products once over `rows` rows; the page times it.
 #[wasm_bindgen]
 pub struct KernelBench {
@@ -193,7 +195,11 @@ pub struct KernelBench {
 
 #[wasm_bindgen]
 impl KernelBench {
-    pub async fn create(rows: usize, threads: usize) -> Result<KernelBench, JsValue> {
+    pub async fn create(
+        rows: usize,
+        threads: usize,
+        #[wasm_bindgen(js_name = zeroPoints)] zero_points: bool,
+    ) -> Result<KernelBench, JsValue> {
         use crate::kernels::random_layer::{RandomLayer, SMOLLM2_LAYER};
         if rows == 0 {
             return Err(js_err("rows: at least 1"));
@@ -204,7 +210,7 @@ impl KernelBench {
             .map_err(super::interop::load_err)?;
         let pool = crate::kernels::Pool::new(threads).map_err(js_err)?;
         let mut seed = 5u64;
-        let layer = RandomLayer::new(&SMOLLM2_LAYER, &mut seed).map_err(js_err)?;
+        let layer = RandomLayer::new(&SMOLLM2_LAYER, zero_points, &mut seed).map_err(js_err)?;
         let acts = layer.activations(rows, &mut seed);
         Ok(KernelBench {
             layer,

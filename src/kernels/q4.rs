@@ -64,6 +64,8 @@ pub struct Packed8 {
     pub scales: Vec<f32>,
     /// `groups * blocks * 8`: the rows' zero points per block, as floats.
     pub zero_points: Vec<f32>,
+    /// Every zero point is 8 (the file has none): `simd::group_rows`'s `eights`.
+    pub eights: bool,
 }
 
 /// Activation rows quantised for the int8 kernels.
@@ -260,11 +262,13 @@ impl Q4Matrix {
                 zero_points[(g * bl + b) * 8 + r] = self.zp(row, b) as f32;
             }
         }
+        let eights = zero_points.iter().all(|&z| z == 8.0);
         Packed8 {
             groups,
             q,
             scales,
             zero_points,
+            eights,
         }
     }
 
@@ -401,7 +405,7 @@ impl Q4Matrix {
                         for (i, x) in acts.iter_mut().enumerate().take(take) {
                             *x = rows.row_with_sums(r + i);
                         }
-                        let res = simd::group_rows(w, sc, zp, &acts[..take]);
+                        let res = simd::group_rows(w, sc, zp, p.eights, &acts[..take]);
                         for (i, v) in res.iter().enumerate().take(take) {
                             // SAFETY: row r + i < m, columns g*8 .. g*8 +
                             // width <= n: inside `out`, and only this task

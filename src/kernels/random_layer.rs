@@ -19,9 +19,14 @@ pub struct RandomLayer {
 }
 
 impl RandomLayer {
-    /// Int4 weights, scales and zero points for each `(n, k)` shape; `k` a
-    /// multiple of 32.
-    pub fn new(shapes: &[(usize, usize)], seed: &mut u64) -> Result<Self, OpError> {
+    /// Int4 weights and scales for each `(n, k)` shape, `k` a multiple of
+    /// 32, and random zero points when `zero_points` (without, every zero
+    /// point is 8, as in the builder's files).
+    pub fn new(
+        shapes: &[(usize, usize)],
+        zero_points: bool,
+        seed: &mut u64,
+    ) -> Result<Self, OpError> {
         let mats = shapes
             .iter()
             .map(|&(n, k)| {
@@ -29,10 +34,12 @@ impl RandomLayer {
                 let scales = (0..n * k / 32)
                     .map(|_| (lcg(seed) % 100) as f32 * 1e-4 + 1e-3)
                     .collect();
-                let zps: Vec<u8> = (0..n * (k / 32).div_ceil(2))
-                    .map(|_| lcg(seed) as u8)
-                    .collect();
-                Q4Matrix::new(n, k, Arc::new(q), scales, Some(&zps))
+                let zps: Option<Vec<u8>> = zero_points.then(|| {
+                    (0..n * (k / 32).div_ceil(2))
+                        .map(|_| lcg(seed) as u8)
+                        .collect()
+                });
+                Q4Matrix::new(n, k, Arc::new(q), scales, zps.as_deref())
             })
             .collect::<Result<_, _>>()?;
         Ok(Self {

@@ -104,8 +104,17 @@ pub type ActSums<'a> = (&'a [i8], &'a [f32], &'a [i32]);
 
 /// 8 interleaved weight rows (`q4::Packed8`, one group) against up to
 /// `ROWS` activation rows: `out[row][lane]`, lane = weight row in the group.
-pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
-    group_rows_on(detect(), w, scales, zps, acts)
+/// `eights`: every value of `zps` is 8 (the builder's files without zero
+/// points), which the wasm kernels use to remove the zero points' share in
+/// integers, with the same result.
+pub fn group_rows(
+    w: &[u8],
+    scales: &[f32],
+    zps: &[f32],
+    eights: bool,
+    acts: &[ActSums<'_>],
+) -> [[f32; 8]; ROWS] {
+    group_rows_on(detect(), w, scales, zps, eights, acts)
 }
 
 /// `group_rows` on a given kernel, which must be `detect()` or one it
@@ -115,6 +124,7 @@ fn group_rows_on(
     w: &[u8],
     scales: &[f32],
     zps: &[f32],
+    eights: bool,
     acts: &[ActSums<'_>],
 ) -> [[f32; 8]; ROWS] {
     #[cfg(target_arch = "x86_64")]
@@ -129,8 +139,11 @@ fn group_rows_on(
     {
         // One kernel per wasm build: `kernel` names it.
         let _ = kernel;
-        return wasm::group_rows(w, scales, zps, acts);
+        return wasm::group_rows(w, scales, zps, eights, acts);
     }
+    // The native kernels read the 8s from `zps`.
+    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+    let _ = eights;
     #[allow(unreachable_code)]
     group_rows_scalar(w, scales, zps, acts)
 }
@@ -301,6 +314,7 @@ pub fn self_test_on(kernel: Kernel) -> f32 {
         .collect();
     let mut w = vec![0u8; blocks * 128];
     let (mut s8, mut z8) = (vec![0f32; blocks * 8], vec![0f32; blocks * 8]);
+    let eights = vec![8f32; blocks * 8];
     for r in 0..8 {
         for b in 0..blocks {
             for j in 0..4 {
@@ -341,6 +355,7 @@ pub fn self_test_on(kernel: Kernel) -> f32 {
     } else {
         0.0
     };
+    let mut eights_differ = false;
     let mut check =
         |fast: f32, slow: f32| worst = worst.max((fast - slow).abs() / slow.abs().max(1.0));
     for n in 1..=ROWS {
@@ -348,8 +363,14 @@ pub fn self_test_on(kernel: Kernel) -> f32 {
         let with_sums: Vec<ActSums<'_>> = (0..n)
             .map(|r| (q[r].as_slice(), d[r].as_slice(), sums[r].as_slice()))
             .collect();
-        let grouped = group_rows_on(kernel, &w, &s8, &z8, &with_sums);
+        let grouped = group_rows_on(kernel, &w, &s8, &z8, false, &with_sums);
         let twin = group_rows_scalar(&w, &s8, &z8, &with_sums);
+        // Every zero point 8: told so, the kernel must give the bits it
+        // gives when not told; either way it is held to the reference.
+        let told = group_rows_on(kernel, &w, &s8, &eights, true, &with_sums);
+        let untold = group_rows_on(kernel, &w, &s8, &eights, false, &with_sums);
+        eights_differ |=
+            (0..n).any(|r| (0..8).any(|l| told[r][l].to_bits() != untold[r][l].to_bits()));
         for lane in 0..8 {
             for zps in [None, Some(zp[lane].as_slice())] {
                 let fast = dot_rows(kernel, &rows[lane], &sc[lane], zps, &plain);
@@ -359,10 +380,17 @@ pub fn self_test_on(kernel: Kernel) -> f32 {
                     if zps.is_some() {
                         check(grouped[r][lane], slow[r]);
                         check(twin[r][lane], slow[r]);
+                    } else {
+                        check(told[r][lane], slow[r]);
                     }
                 }
             }
         }
+    }
+    // Told that every zero point is 8, a kernel must give the bits it
+    // gives untold: any difference counts as a whole unit.
+    if eights_differ {
+        worst = 1.0;
     }
     worst
 }

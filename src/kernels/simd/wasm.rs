@@ -68,28 +68,43 @@ unsafe fn block_params(scales: &[f32], zps: &[f32], b: usize) -> ([v128; 2], [v1
 }
 
 /// An activation row's block-`b` scale and sum, each splat across a
-/// vector straight from memory, the sum converted as a vector: a scalar
-/// convert and splat, and the slices' bounds checks, cost the hot loop
-/// vector-port time per row and block.
+/// vector straight from memory: a scalar convert and splat, and the
+/// slices' bounds checks, cost the hot loop vector-port time per row and
+/// block. `EIGHT` (every zero point is 8): the sum stays an integer, times
+/// 8; otherwise it is converted to float.
 ///
 /// # Safety
 /// `ad` and `asum` hold at least `b + 1` values.
 #[inline(always)]
-unsafe fn act_block(ad: &[f32], asum: &[i32], b: usize) -> (v128, v128) {
+unsafe fn act_block<const EIGHT: bool>(ad: &[f32], asum: &[i32], b: usize) -> (v128, v128) {
     // SAFETY: per the contract.
-    unsafe {
+    let (d, s) = unsafe {
         (
             v128_load32_splat(ad.as_ptr().add(b) as *const u32),
-            f32x4_convert_i32x4(v128_load32_splat(asum.as_ptr().add(b) as *const u32)),
+            v128_load32_splat(asum.as_ptr().add(b) as *const u32),
         )
-    }
+    };
+    (
+        d,
+        if EIGHT {
+            i32x4_shl(s, 3)
+        } else {
+            f32x4_convert_i32x4(s)
+        },
+    )
 }
 
 /// Adds one block's exact integer sums for 8 rows to `acc`: the zero
 /// points' share removed, then scaled by the weights' and the activations'
 /// scales (`act`: the activation block's scale and sum, from `act_block`).
+/// With `EIGHT` the share, 8 × the sum, is removed in integers: one
+/// subtraction where the float way takes a multiply and a subtraction, and
+/// the same bits, because both ways are exact. A block's sum of products is
+/// at most 32 · 15 · 127 and 8 × its activations' sum at most 8 · 32 · 127
+/// in magnitude, far below 2^24, so every integer here and their difference
+/// convert to float without rounding.
 #[inline(always)]
-fn add_block(
+fn add_block<const EIGHT: bool>(
     acc: &mut [v128; 2],
     ints: [v128; 2],
     params: &([v128; 2], [v128; 2]),
@@ -98,7 +113,11 @@ fn add_block(
     let (sv, zv) = params;
     let (d, sum) = act;
     for h in 0..2 {
-        let exact = f32x4_sub(f32x4_convert_i32x4(ints[h]), f32x4_mul(zv[h], sum));
+        let exact = if EIGHT {
+            f32x4_convert_i32x4(i32x4_sub(ints[h], sum))
+        } else {
+            f32x4_sub(f32x4_convert_i32x4(ints[h]), f32x4_mul(zv[h], sum))
+        };
         acc[h] = f32x4_add(acc[h], f32x4_mul(exact, f32x4_mul(sv[h], d)));
     }
 }
@@ -130,7 +149,28 @@ fn lanes(acc: &[[v128; 2]; ROWS], n: usize) -> [[f32; 8]; ROWS] {
 /// rows: 2.8× the relaxed dot product's cost per criterion in Chromium).
 /// Integer sums are exact either way, so the result is the same.
 #[cfg(not(target_feature = "relaxed-simd"))]
-pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+pub fn group_rows(
+    w: &[u8],
+    scales: &[f32],
+    zps: &[f32],
+    eights: bool,
+    acts: &[ActSums<'_>],
+) -> [[f32; 8]; ROWS] {
+    if eights {
+        rows_simd128::<true>(w, scales, zps, acts)
+    } else {
+        rows_simd128::<false>(w, scales, zps, acts)
+    }
+}
+
+#[cfg(not(target_feature = "relaxed-simd"))]
+#[inline(always)]
+fn rows_simd128<const EIGHT: bool>(
+    w: &[u8],
+    scales: &[f32],
+    zps: &[f32],
+    acts: &[ActSums<'_>],
+) -> [[f32; 8]; ROWS] {
     let n = acts.len();
     let blocks = scales.len() / 8;
     let zero = i32x4_splat(0);
@@ -172,8 +212,8 @@ pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -
             };
             let ints = [rows(p[0], p[1]), rows(p[2], p[3])];
             // SAFETY: each activation row holds `blocks` blocks.
-            add_block(&mut acc[r], ints, &params, unsafe {
-                act_block(ad, asum, b)
+            add_block::<EIGHT>(&mut acc[r], ints, &params, unsafe {
+                act_block::<EIGHT>(ad, asum, b)
             });
         }
     }
@@ -189,7 +229,28 @@ pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -
 /// fits the 16 bits an implementation may keep in between, so the result is
 /// exact on every implementation the proposal allows.
 #[cfg(target_feature = "relaxed-simd")]
-pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+pub fn group_rows(
+    w: &[u8],
+    scales: &[f32],
+    zps: &[f32],
+    eights: bool,
+    acts: &[ActSums<'_>],
+) -> [[f32; 8]; ROWS] {
+    if eights {
+        rows_relaxed::<true>(w, scales, zps, acts)
+    } else {
+        rows_relaxed::<false>(w, scales, zps, acts)
+    }
+}
+
+#[cfg(target_feature = "relaxed-simd")]
+#[inline(always)]
+fn rows_relaxed<const EIGHT: bool>(
+    w: &[u8],
+    scales: &[f32],
+    zps: &[f32],
+    acts: &[ActSums<'_>],
+) -> [[f32; 8]; ROWS] {
     let n = acts.len();
     let blocks = scales.len() / 8;
     let zero = i32x4_splat(0);
@@ -214,8 +275,8 @@ pub fn group_rows(w: &[u8], scales: &[f32], zps: &[f32], acts: &[ActSums<'_>]) -
         for r in 0..n {
             let (_, ad, asum) = acts[r];
             // SAFETY: each activation row holds `blocks` blocks.
-            add_block(&mut acc[r], ints[r], &params, unsafe {
-                act_block(ad, asum, b)
+            add_block::<EIGHT>(&mut acc[r], ints[r], &params, unsafe {
+                act_block::<EIGHT>(ad, asum, b)
             });
         }
     }
