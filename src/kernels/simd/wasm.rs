@@ -138,7 +138,23 @@ fn lanes(acc: &[[v128; 2]; ROWS], n: usize) -> [[f32; 8]; ROWS] {
     out
 }
 
-/// See `super::group_rows`. SIMD128 has no byte dot product, so both
+/// See `super::group_rows`: this build's `rows`, compiled once for files
+/// whose zero points are all 8 and once for the rest.
+pub fn group_rows(
+    w: &[u8],
+    scales: &[f32],
+    zps: &[f32],
+    eights: bool,
+    acts: &[ActSums<'_>],
+) -> [[f32; 8]; ROWS] {
+    if eights {
+        rows::<true>(w, scales, zps, acts)
+    } else {
+        rows::<false>(w, scales, zps, acts)
+    }
+}
+
+/// The single-thread build's `rows`. SIMD128 has no byte dot product, so both
 /// sides are widened to 16 bits and `i32x4.dot_i16x8_s` (one `pmaddwd` on
 /// x86) multiplies and adds pairs: a 16-byte weight vector holds 4 rows × 4
 /// bytes, widened in two halves of 2 rows each, once per step for all the
@@ -149,23 +165,8 @@ fn lanes(acc: &[[v128; 2]; ROWS], n: usize) -> [[f32; 8]; ROWS] {
 /// rows: 2.8× the relaxed dot product's cost per criterion in Chromium).
 /// Integer sums are exact either way, so the result is the same.
 #[cfg(not(target_feature = "relaxed-simd"))]
-pub fn group_rows(
-    w: &[u8],
-    scales: &[f32],
-    zps: &[f32],
-    eights: bool,
-    acts: &[ActSums<'_>],
-) -> [[f32; 8]; ROWS] {
-    if eights {
-        rows_simd128::<true>(w, scales, zps, acts)
-    } else {
-        rows_simd128::<false>(w, scales, zps, acts)
-    }
-}
-
-#[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
-fn rows_simd128<const EIGHT: bool>(
+fn rows<const EIGHT: bool>(
     w: &[u8],
     scales: &[f32],
     zps: &[f32],
@@ -220,7 +221,7 @@ fn rows_simd128<const EIGHT: bool>(
     lanes(&acc, n)
 }
 
-/// The relaxed-SIMD build's `group_rows` (the threaded build: every browser
+/// The relaxed-SIMD build's `rows` (the threaded build: every browser
 /// with wasm threads in Chromium's line has relaxed SIMD since 114). One
 /// `i32x4.relaxed_dot_i8x16_i7x16_add` multiplies 4 rows × 4 bytes with the
 /// activations' 4 bytes and adds each row's four products into its i32 lane,
@@ -229,23 +230,8 @@ fn rows_simd128<const EIGHT: bool>(
 /// fits the 16 bits an implementation may keep in between, so the result is
 /// exact on every implementation the proposal allows.
 #[cfg(target_feature = "relaxed-simd")]
-pub fn group_rows(
-    w: &[u8],
-    scales: &[f32],
-    zps: &[f32],
-    eights: bool,
-    acts: &[ActSums<'_>],
-) -> [[f32; 8]; ROWS] {
-    if eights {
-        rows_relaxed::<true>(w, scales, zps, acts)
-    } else {
-        rows_relaxed::<false>(w, scales, zps, acts)
-    }
-}
-
-#[cfg(target_feature = "relaxed-simd")]
 #[inline(always)]
-fn rows_relaxed<const EIGHT: bool>(
+fn rows<const EIGHT: bool>(
     w: &[u8],
     scales: &[f32],
     zps: &[f32],
