@@ -44,7 +44,7 @@ CHROMIUM="$work/chromium" perf record -k 1 -q -o "$work/perf.data" -- \
   --note "jit_annotate run, not a measurement" --out "$work/run.json" >&2
 perf inject --jit -i "$work/perf.data" -o "$work/perf.jit.data"
 symbol=$(perf report -i "$work/perf.jit.data" --sort sym --stdio 2>/dev/null \
-  | grep -F "$func" | head -1 | sed -E 's/^.*\[\.\] //; s/[[:space:]]+$//')
+  | { grep -F "$func" || true; } | head -1 | sed -E 's/^.*\[\.\] //; s/[[:space:]]+$//')
 [ -n "$symbol" ] || { echo "jit_annotate: no sampled function's name contains '$func'" >&2; exit 1; }
 name=$(echo "$func" | tr -c 'A-Za-z0-9_\n' '_')
 perf annotate -i "$work/perf.jit.data" --stdio -s "$symbol" 2>/dev/null > "$out/$name.txt"
