@@ -45,7 +45,7 @@ pub struct Q4Matrix {
     /// One zero point per block, unpacked; `None`: 8 everywhere.
     zero_points: Option<Vec<u8>>,
     /// The same weights interleaved 8 rows at a time for the AVX2 and
-    /// SIMD128 kernels (`simd::group_rows`), made by the first int8 product
+    /// SIMD128 kernels (`simd::group_rows`, a `simd::Group` at a time), made by the first int8 product
     /// where one runs: not at load, when the model's files are still held
     /// (a load's peak memory would carry both), and never for a matrix
     /// only gathered from (an untied embedding) or only computed in float32.
@@ -64,8 +64,20 @@ pub struct Packed8 {
     pub scales: Vec<f32>,
     /// `groups * blocks * 8`: the rows' zero points per block, as floats.
     pub zero_points: Vec<f32>,
-    /// Every zero point is 8 (the file has none): `simd::group_rows`'s `eights`.
+    /// Every zero point is 8 (the file has none): `simd::Group::eights`.
     pub eights: bool,
+}
+
+impl Packed8 {
+    /// Group `g` (weight rows `8g..8g + 8`), of `blocks` blocks a row.
+    pub fn group(&self, g: usize, blocks: usize) -> simd::Group<'_> {
+        simd::Group {
+            w: &self.q[g * blocks * 128..(g + 1) * blocks * 128],
+            scales: &self.scales[g * blocks * 8..(g + 1) * blocks * 8],
+            zps: &self.zero_points[g * blocks * 8..(g + 1) * blocks * 8],
+            eights: self.eights,
+        }
+    }
 }
 
 /// Activation rows quantised for the int8 kernels.
@@ -392,9 +404,7 @@ impl Q4Matrix {
             for tile in (0..m).step_by(ROW_TILE) {
                 let tile_end = (tile + ROW_TILE).min(m);
                 for g in g0..g1 {
-                    let w = &p.q[g * bl * 128..(g + 1) * bl * 128];
-                    let sc = &p.scales[g * bl * 8..(g + 1) * bl * 8];
-                    let zp = &p.zero_points[g * bl * 8..(g + 1) * bl * 8];
+                    let group = p.group(g, bl);
                     // The last group may hold rows past `n` (zeros).
                     let width = 8.min(n - g * 8);
                     let mut r = tile;
@@ -405,7 +415,7 @@ impl Q4Matrix {
                         for (i, x) in acts.iter_mut().enumerate().take(take) {
                             *x = rows.row_with_sums(r + i);
                         }
-                        let res = simd::group_rows(w, sc, zp, p.eights, &acts[..take]);
+                        let res = simd::group_rows(group, &acts[..take]);
                         for (i, v) in res.iter().enumerate().take(take) {
                             // SAFETY: row r + i < m, columns g*8 .. g*8 +
                             // width <= n: inside `out`, and only this task

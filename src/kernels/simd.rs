@@ -102,61 +102,63 @@ pub fn dot_rows(
 /// One activation row with its per-block sums (for the zero points' share).
 pub type ActSums<'a> = (&'a [i8], &'a [f32], &'a [i32]);
 
-/// 8 interleaved weight rows (`q4::Packed8`, one group) against up to
-/// `ROWS` activation rows: `out[row][lane]`, lane = weight row in the group.
-/// `eights`: every value of `zps` is 8 (the builder's files without zero
-/// points), which the wasm kernels use to remove the zero points' share in
-/// integers, with the same result.
-pub fn group_rows(
-    w: &[u8],
-    scales: &[f32],
-    zps: &[f32],
-    eights: bool,
-    acts: &[ActSums<'_>],
-) -> [[f32; 8]; ROWS] {
-    group_rows_on(detect(), w, scales, zps, eights, acts)
+/// One group of 8 interleaved weight rows (`q4::Packed8::group`), as every
+/// kernel's `group_rows` reads it: one value passed down the dispatch
+/// layer instead of its four parts repeated in each signature.
+#[derive(Clone, Copy)]
+pub struct Group<'a> {
+    /// `blocks * 128` bytes: step `j` (0..4) of block `b` holds bytes
+    /// `4j..4j+4` of each of the 8 rows.
+    pub w: &'a [u8],
+    /// `blocks * 8`: the rows' scales per block.
+    pub scales: &'a [f32],
+    /// `blocks * 8`: the rows' zero points per block, as floats.
+    pub zps: &'a [f32],
+    /// Every value of `zps` is 8 (the builder's files without zero
+    /// points), which the wasm kernels use to remove the zero points' share
+    /// in integers, with the same result. The native kernels read the 8s
+    /// from `zps`.
+    pub eights: bool,
+}
+
+impl Group<'_> {
+    pub fn blocks(&self) -> usize {
+        self.scales.len() / 8
+    }
+}
+
+/// A group's 8 weight rows against up to `ROWS` activation rows:
+/// `out[row][lane]`, lane = weight row in the group.
+pub fn group_rows(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+    group_rows_on(detect(), g, acts)
 }
 
 /// `group_rows` on a given kernel, which must be `detect()` or one it
 /// implies (the self-test runs each kernel this CPU has).
-fn group_rows_on(
-    kernel: Kernel,
-    w: &[u8],
-    scales: &[f32],
-    zps: &[f32],
-    eights: bool,
-    acts: &[ActSums<'_>],
-) -> [[f32; 8]; ROWS] {
+fn group_rows_on(kernel: Kernel, g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
     #[cfg(target_arch = "x86_64")]
     match kernel {
         // SAFETY: avx2 and fma were detected.
-        Kernel::Avx2 => return unsafe { avx2::group_rows(w, scales, zps, acts) },
+        Kernel::Avx2 => return unsafe { avx2::group_rows(g, acts) },
         // SAFETY: avx2, fma, avx512f, avx512vl and avx512vnni were detected.
-        Kernel::Avx512Vnni => return unsafe { avx512::group_rows(w, scales, zps, acts) },
+        Kernel::Avx512Vnni => return unsafe { avx512::group_rows(g, acts) },
         _ => {}
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     {
         // One kernel per wasm build: `kernel` names it.
         let _ = kernel;
-        return wasm::group_rows(w, scales, zps, eights, acts);
+        return wasm::group_rows(g, acts);
     }
-    // The native kernels read the 8s from `zps`.
-    #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
-    let _ = eights;
     #[allow(unreachable_code)]
-    group_rows_scalar(w, scales, zps, acts)
+    group_rows_scalar(g, acts)
 }
 
 /// The same product in plain code, from the same interleaved layout.
-pub fn group_rows_scalar(
-    w: &[u8],
-    scales: &[f32],
-    zps: &[f32],
-    acts: &[ActSums<'_>],
-) -> [[f32; 8]; ROWS] {
+pub fn group_rows_scalar(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+    let Group { w, scales, zps, .. } = g;
     let mut out = [[0f32; 8]; ROWS];
-    let blocks = scales.len() / 8;
+    let blocks = g.blocks();
     for (o, (aq, ad, asum)) in out.iter_mut().zip(acts) {
         for (lane, ol) in o.iter_mut().enumerate() {
             let mut total = 0f32;
@@ -363,12 +365,18 @@ pub fn self_test_on(kernel: Kernel) -> f32 {
         let with_sums: Vec<ActSums<'_>> = (0..n)
             .map(|r| (q[r].as_slice(), d[r].as_slice(), sums[r].as_slice()))
             .collect();
-        let grouped = group_rows_on(kernel, &w, &s8, &z8, false, &with_sums);
-        let twin = group_rows_scalar(&w, &s8, &z8, &with_sums);
+        let group = |zps, eights| Group {
+            w: &w,
+            scales: &s8,
+            zps,
+            eights,
+        };
+        let grouped = group_rows_on(kernel, group(&z8, false), &with_sums);
+        let twin = group_rows_scalar(group(&z8, false), &with_sums);
         // Every zero point 8: told so, the kernel must give the bits it
         // gives when not told; either way it is held to the reference.
-        let told = group_rows_on(kernel, &w, &s8, &eights, true, &with_sums);
-        let untold = group_rows_on(kernel, &w, &s8, &eights, false, &with_sums);
+        let told = group_rows_on(kernel, group(&eights, true), &with_sums);
+        let untold = group_rows_on(kernel, group(&eights, false), &with_sums);
         eights_differ |=
             (0..n).any(|r| (0..8).any(|l| told[r][l].to_bits() != untold[r][l].to_bits()));
         for lane in 0..8 {

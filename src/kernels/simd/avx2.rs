@@ -1,6 +1,6 @@
 //! The x86_64 kernels (AVX2 with FMA), detected at run time.
 
-use super::{Act, ActSums, BLOCK, BLOCK_BYTES, ROWS};
+use super::{Act, ActSums, Group, BLOCK, BLOCK_BYTES, ROWS};
 use std::arch::x86_64::*;
 
 /// See `super::group_rows`. Per block: 4 steps of one 32-byte weight
@@ -9,19 +9,12 @@ use std::arch::x86_64::*;
 /// 4 steps stay below 4 · 2 · 2 · 15 · 127 = 30,480, so they are widened
 /// once per block.
 #[target_feature(enable = "avx2,fma")]
-pub unsafe fn group_rows(
-    w: &[u8],
-    scales: &[f32],
-    zps: &[f32],
-    acts: &[ActSums<'_>],
-) -> [[f32; 8]; ROWS] {
+pub unsafe fn group_rows(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
     let ones = _mm256_set1_epi16(1);
     // SAFETY: the caller's CPU has avx2 and fma.
     unsafe {
         group_rows_by(
-            w,
-            scales,
-            zps,
+            g,
             acts,
             |sum, lo, hi, alo, ahi| {
                 let step =
@@ -44,15 +37,14 @@ pub unsafe fn group_rows(
 /// says so (and whatever `step` needs).
 #[inline(always)]
 pub(super) unsafe fn group_rows_by(
-    w: &[u8],
-    scales: &[f32],
-    zps: &[f32],
+    g: Group<'_>,
     acts: &[ActSums<'_>],
     step: impl Fn(__m256i, __m256i, __m256i, __m256i, __m256i) -> __m256i,
     widen: impl Fn(__m256i) -> __m256i,
 ) -> [[f32; 8]; ROWS] {
+    let Group { w, scales, zps, .. } = g;
     let n = acts.len();
-    let blocks = scales.len() / 8;
+    let blocks = g.blocks();
     // SAFETY: every intrinsic below needs at most avx2 and fma (the
     // contract); every load is in bounds as each comment says.
     unsafe {

@@ -3,7 +3,7 @@
 //! and adds groups of 4 into 32-bit lanes in one instruction, where AVX2
 //! takes `maddubs`, a 16-bit add and a widening `madd`.
 
-use super::{ActSums, ROWS};
+use super::{ActSums, Group, ROWS};
 use std::arch::x86_64::*;
 
 /// See `super::group_rows`; `avx2::group_rows_by`'s frame (layout, loads
@@ -12,18 +12,11 @@ use std::arch::x86_64::*;
 /// activation bytes. The 32-bit sums cannot overflow (32 products of at
 /// most 15 · 128 per block).
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
-pub unsafe fn group_rows(
-    w: &[u8],
-    scales: &[f32],
-    zps: &[f32],
-    acts: &[ActSums<'_>],
-) -> [[f32; 8]; ROWS] {
+pub unsafe fn group_rows(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
     // SAFETY: the caller's CPU has every feature this function enables.
     unsafe {
         super::avx2::group_rows_by(
-            w,
-            scales,
-            zps,
+            g,
             acts,
             |sum, lo, hi, alo, ahi| _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(sum, lo, alo), hi, ahi),
             |sum| sum,

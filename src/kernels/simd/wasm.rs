@@ -1,7 +1,7 @@
 //! The wasm32 SIMD128 kernels (the build enables simd128 for every browser it
 //! targets), and the relaxed-SIMD dot product where the build enables it.
 
-use super::{Act, ActSums, BLOCK, BLOCK_BYTES, ROWS};
+use super::{Act, ActSums, Group, BLOCK, BLOCK_BYTES, ROWS};
 use core::arch::wasm32::*;
 
 /// Step `j` of block `b` of an interleaved group: 8 rows × 4 bytes in two
@@ -140,17 +140,11 @@ fn lanes(acc: &[[v128; 2]; ROWS], n: usize) -> [[f32; 8]; ROWS] {
 
 /// See `super::group_rows`: this build's `rows`, compiled once for files
 /// whose zero points are all 8 and once for the rest.
-pub fn group_rows(
-    w: &[u8],
-    scales: &[f32],
-    zps: &[f32],
-    eights: bool,
-    acts: &[ActSums<'_>],
-) -> [[f32; 8]; ROWS] {
-    if eights {
-        rows::<true>(w, scales, zps, acts)
+pub fn group_rows(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+    if g.eights {
+        rows::<true>(g, acts)
     } else {
-        rows::<false>(w, scales, zps, acts)
+        rows::<false>(g, acts)
     }
 }
 
@@ -166,14 +160,10 @@ pub fn group_rows(
 /// Integer sums are exact either way, so the result is the same.
 #[cfg(not(target_feature = "relaxed-simd"))]
 #[inline(always)]
-fn rows<const EIGHT: bool>(
-    w: &[u8],
-    scales: &[f32],
-    zps: &[f32],
-    acts: &[ActSums<'_>],
-) -> [[f32; 8]; ROWS] {
+fn rows<const EIGHT: bool>(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+    let Group { w, scales, zps, .. } = g;
     let n = acts.len();
-    let blocks = scales.len() / 8;
+    let blocks = g.blocks();
     let zero = i32x4_splat(0);
     let mut acc = [[f32x4_splat(0.0); 2]; ROWS];
     for b in 0..blocks {
@@ -231,14 +221,10 @@ fn rows<const EIGHT: bool>(
 /// exact on every implementation the proposal allows.
 #[cfg(target_feature = "relaxed-simd")]
 #[inline(always)]
-fn rows<const EIGHT: bool>(
-    w: &[u8],
-    scales: &[f32],
-    zps: &[f32],
-    acts: &[ActSums<'_>],
-) -> [[f32; 8]; ROWS] {
+fn rows<const EIGHT: bool>(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+    let Group { w, scales, zps, .. } = g;
     let n = acts.len();
-    let blocks = scales.len() / 8;
+    let blocks = g.blocks();
     let zero = i32x4_splat(0);
     let mut acc = [[f32x4_splat(0.0); 2]; ROWS];
     for b in 0..blocks {
