@@ -73,7 +73,9 @@ async function runAll(cfg) {
 }
 
 async function fillModels() {
-  const catalog = await (await fetch("/models.json")).json();
+  const res = await fetch("/models.json");
+  if (!res.ok) throw new Error(`/models.json: HTTP ${res.status}; write it with \`readout catalog --models models -o models.json\` (scripts/bench.sh does)`);
+  const catalog = await res.json();
   const bases = catalog.models.filter((m) => !m.trimmed && !m.pruned).map((m) => m.id);
   for (const id of bases) {
     const o = document.createElement("option");
@@ -102,11 +104,22 @@ $("form").onsubmit = (ev) => {
   location.search = p.toString();
 };
 
-await init();
-await fillModels();
+// A failure before the run (the package or the catalog) ends an autorun
+// with its message too: a runner waiting for benchDone would otherwise
+// wait out its whole timeout (an hour for bench/run.mjs).
+let startError;
+try {
+  await init();
+  await fillModels();
+} catch (e) {
+  startError = e;
+  $("error").textContent = String(e?.message ?? e);
+  $("error").hidden = false;
+}
 window.benchReady = true;
 if (q.get("autorun") === "1") {
   try {
+    if (startError) throw startError;
     await runAll(config());
   } catch (e) {
     window.benchError = String(e?.message ?? e);
