@@ -109,7 +109,7 @@ if (threads.length) {
   for (const f of threads) {
     const r = JSON.parse(readFileSync(f, "utf8"));
     const host = r.machine ? `, on ${r.machine.model} (${r.machine.cpus} cores)` : "";
-    out += `${r.model}, ${r.threads} threads${host}, \`${f.split("/").pop()}\`:\n\n| run | ms/token | fixed ms | ms at ${r.typical_tokens} | prefill tok/s |\n|---|---|---|---|---|\n`;
+    out += `${r.model}, ${r.threads} threads${host}, \`${f.split("/").pop()}\`${r.note ? ` (${r.note})` : ""}:\n\n| run | ms/token | fixed ms | ms at ${r.typical_tokens} | prefill tok/s |\n|---|---|---|---|---|\n`;
     for (const v of [...r.runs_measured, ...r.native]) {
       const p = v.prefill_tokens_per_s == null ? "" : v.prefill_tokens_per_s.toFixed(0);
       out += `| ${v.label} | ${v.fit.per_token_ms.toFixed(2)} | ${v.fit.fixed_ms.toFixed(1)} | ${v.ms_at_45.toFixed(1)} | ${p} |\n`;
