@@ -107,14 +107,19 @@ $("form").onsubmit = (ev) => {
 // A failure before the run (the package or the catalog) ends an autorun
 // with its message too: a runner waiting for benchDone would otherwise
 // wait out its whole timeout (an hour for bench/run.mjs).
+function showError(e) {
+  const message = String(e?.message ?? e);
+  $("error").textContent = message;
+  $("error").hidden = false;
+  return message;
+}
 let startError;
 try {
   await init();
   await fillModels();
 } catch (e) {
   startError = e;
-  $("error").textContent = String(e?.message ?? e);
-  $("error").hidden = false;
+  showError(e);
 }
 window.benchReady = true;
 if (q.get("autorun") === "1") {
@@ -122,9 +127,7 @@ if (q.get("autorun") === "1") {
     if (startError) throw startError;
     await runAll(config());
   } catch (e) {
-    window.benchError = String(e?.message ?? e);
-    $("error").textContent = window.benchError;
-    $("error").hidden = false;
+    window.benchError = showError(e);
     status("error", "failed");
     window.benchDone = true;
   }

@@ -45,8 +45,8 @@ pub struct Q4Matrix {
     /// One zero point per block, unpacked; `None`: 8 everywhere.
     zero_points: Option<Vec<u8>>,
     /// The same weights interleaved 8 rows at a time for the AVX2 and
-    /// SIMD128 kernels (`simd::group_rows`, a `simd::Group` at a time), made by the first int8 product
-    /// where one runs: not at load, when the model's files are still held
+    /// SIMD128 kernels (`simd::group_rows`, a `simd::Group` at a time),
+    /// made by the first int8 product where one runs: not at load, when the model's files are still held
     /// (a load's peak memory would carry both), and never for a matrix
     /// only gathered from (an untied embedding) or only computed in float32.
     packed: OnceLock<Option<Packed8>>,
@@ -69,8 +69,9 @@ pub struct Packed8 {
 }
 
 impl Packed8 {
-    /// Group `g` (weight rows `8g..8g + 8`), of `blocks` blocks a row.
-    pub fn group(&self, g: usize, blocks: usize) -> simd::Group<'_> {
+    /// Group `g` (weight rows `8g..8g + 8`).
+    pub fn group(&self, g: usize) -> simd::Group<'_> {
+        let blocks = self.scales.len() / (self.groups * 8);
         simd::Group {
             w: &self.q[g * blocks * 128..(g + 1) * blocks * 128],
             scales: &self.scales[g * blocks * 8..(g + 1) * blocks * 8],
@@ -382,7 +383,7 @@ impl Q4Matrix {
             return Ok(Vec::new());
         };
         let rows = QuantRows::new(a, m, self.k, pool)?;
-        let (bl, n) = (self.blocks, self.n);
+        let n = self.n;
         // Natively a small product runs as one task on the caller: handing
         // it to the pool costs more than it does (`Pool::worth_splitting`).
         let groups_per_task = if pool.worth_splitting(m * n * self.k) {
@@ -404,7 +405,7 @@ impl Q4Matrix {
             for tile in (0..m).step_by(ROW_TILE) {
                 let tile_end = (tile + ROW_TILE).min(m);
                 for g in g0..g1 {
-                    let group = p.group(g, bl);
+                    let group = p.group(g);
                     // The last group may hold rows past `n` (zeros).
                     let width = 8.min(n - g * 8);
                     let mut r = tile;
