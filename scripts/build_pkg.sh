@@ -2,7 +2,8 @@
 # Builds the npm package into pkg/: the crate for wasm32, wasm-bindgen (the
 # CLI version pinned to the crate's in Cargo.lock), wasm-opt (Debian's when
 # present for the single build; npm's binaryen, required, for the threaded),
-# and package.json with onnxruntime-web as a peer dependency. Then the same
+# and the package's files from js/ (package.json, with onnxruntime-web as a
+# peer dependency; README.md; select.js and its types). Then the same
 # crate with the `diagnostics` feature into pkg-diagnostics/: the benchmark
 # page and the browser tests load that build (its extra entry points are
 # not the product's API). Each gets a threads/ beside it: the threaded
@@ -36,6 +37,13 @@ if [ "$profile" = release ] && [ ! -x node_modules/.bin/wasm-opt ]; then
 fi
 if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-unknown-unknown; then
   log "the wasm32-unknown-unknown target is missing; run bash scripts/setup.sh"
+  exit 1
+fi
+# js/package.json is the package's manifest; its version is the crate's.
+crate_version=$(awk -F'"' '/^version = /{print $2; exit}' Cargo.toml)
+js_version=$(node -p 'require("./js/package.json").version' 2>/dev/null || true)
+if [ "$js_version" != "$crate_version" ]; then
+  log "js/package.json has version ${js_version:-none (unreadable)} but Cargo.toml has $crate_version; make them equal"
   exit 1
 fi
 
@@ -88,31 +96,12 @@ build() {
     mv "$tmp/readout_bg.opt.wasm" "$tmp/readout_bg.wasm"
   fi
   if [ "$kind" = single ]; then
-    version=$(awk -F'"' '/^version = /{print $2; exit}' Cargo.toml)
-    cat > "$tmp/package.json" <<JSON
-{
-  "name": "readout",
-  "version": "$version",
-  "description": "Typed readout in the browser: multiple-choice criteria answered from an LLM's next-token logits over a cached state.",
-  "license": "MIT OR Apache-2.0",
-  "type": "module",
-  "main": "readout.js",
-  "module": "readout.js",
-  "types": "readout.d.ts",
-  "exports": {
-    ".": { "types": "./readout.d.ts", "default": "./readout.js" },
-    "./threads": { "types": "./threads/readout.d.ts", "default": "./threads/readout.js" },
-    "./select": { "types": "./select.d.ts", "default": "./select.js" }
-  },
-  "files": ["readout.js", "readout.d.ts", "readout_bg.wasm", "readout_bg.wasm.d.ts", "snippets", "threads", "select.js", "select.d.ts"],
-  "sideEffects": false,
-  "peerDependencies": { "onnxruntime-web": "1.30.0" }
-}
-JSON
+    # The package's manifest (its version checked against Cargo.toml's above).
+    cp js/package.json "$tmp/package.json"
     # The package's README is written for npm users, not the repository's.
-    cp docs/npm-README.md "$tmp/README.md"
+    cp js/README.md "$tmp/README.md"
     # Which build a page can run, asked before loading either.
-    cp src/bindings/select.js src/bindings/select.d.ts "$tmp/"
+    cp js/select.js js/select.d.ts "$tmp/"
   fi
   # Only the folder this script writes is replaced.
   rm -rf "$out" && mv "$tmp" "$out"

@@ -59,7 +59,7 @@ fi
 bash scripts/build_pkg.sh
 
 # The stock graph: its models.json entry names the best measured readout
-# (bench/decisions.sh), which the demo serves and the native check repeats.
+# (bench/runners/decisions.sh), which the demo serves and the native check repeats.
 model="${MODEL:-smollm2-135m-instruct-q4f16}"
 readout_flags=$(node -e '
   const m = require("./models.json").models.find((x) => x.id === process.argv[1]);

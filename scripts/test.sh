@@ -25,7 +25,7 @@ cargo clippy --locked --target wasm32-unknown-unknown --lib --features diagnosti
 source scripts/thread_flags.sh
 RUSTFLAGS="$THREAD_FLAGS" cargo "+$NIGHTLY" clippy --locked --target wasm32-unknown-unknown --lib \
   --features diagnostics -Z build-std=panic_abort,std --target-dir target/threads -- -D warnings
-node bench/readme.mjs --check
+node bench/runners/readme.mjs --check
 
 echo "[test] cargo test" >&2
 cargo test --locked -- --test-threads 2

@@ -10,11 +10,11 @@ pub fn state(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(states) = crate::core::fixture::parse_states(text) {
+    if let Ok(states) = crate::core::spec::criteria::parse_states(text) {
         for s in &states {
             // Whatever parsed must validate, serialise and parse back the same.
             let line = serde_json::to_string(s).unwrap_or_default();
-            let again = crate::core::fixture::parse_jsonl(&line);
+            let again = crate::core::spec::criteria::parse_jsonl(&line);
             assert!(
                 matches!(&again, Ok(v) if v.len() == 1 && &v[0] == s),
                 "round trip of {line}: {again:?}"
@@ -28,10 +28,10 @@ pub fn slot_map(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(m) = crate::core::slot_map::SlotMap::parse(text) {
+    if let Ok(m) = crate::core::model::slot_map::SlotMap::parse(text) {
         let _ = m.row_of_letter('A');
         assert_eq!(
-            crate::core::slot_map::SlotMap::parse(&m.to_json()),
+            crate::core::model::slot_map::SlotMap::parse(&m.to_json()),
             Ok(m.clone())
         );
     }
@@ -42,7 +42,7 @@ pub fn models_json(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(mut c) = crate::core::catalog::Catalog::parse(text) {
+    if let Ok(mut c) = crate::core::model::models_json::Catalog::parse(text) {
         c.link_wasm_variants();
         for m in &c.models {
             let _ = m.needs_f16();
@@ -62,8 +62,8 @@ pub fn onnx(data: &[u8]) {
         return;
     };
     let _ = crate::export::inspect::inspect(&m, 4);
-    let _ = crate::export::rows::head_rows(&m, &[0, 1]);
-    let _ = crate::export::rows::int8_input_block(&m);
+    let _ = crate::export::head_weights::head_rows(&m, &[0, 1]);
+    let _ = crate::export::head_weights::int8_input_block(&m);
     if let Ok(mut t) = OnnxModel::decode(data, path) {
         let _ = crate::export::passes::trim(&mut t);
         let _ = crate::export::passes::expose_hidden(&mut t);

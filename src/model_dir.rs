@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use crate::core::catalog::Catalog;
-use crate::core::config::ModelConfig;
-use crate::core::tokenizer::TextTokenizer;
+use crate::core::model::config::ModelConfig;
+use crate::core::model::models_json::Catalog;
+use crate::core::text::tokenizer::TextTokenizer;
 use crate::engine::{Engine, EngineError, ModelAssets};
 use crate::kernels::Precision;
 use crate::runtime::any::AnyRuntime;

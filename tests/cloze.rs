@@ -6,10 +6,10 @@
 mod common;
 
 use common::*;
-use readout::core::cloze::cloze_probs;
-use readout::core::debias::Debias;
-use readout::core::fixture::Criterion;
-use readout::core::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
+use readout::core::read::cloze_math::cloze_probs;
+use readout::core::read::debias::Debias;
+use readout::core::spec::criteria::Criterion;
+use readout::core::spec::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
 use readout::engine::{EngineError, ScoreOptions};
 
 const EVIDENCE: &str = "The invoice was paid in full on 3 March. The customer asked for a refund on the shipping fee, which was granted.";
@@ -229,7 +229,7 @@ fn calibrated_scores_are_the_baseline_subtracted() {
     block_on(async {
         let id = e.prefill(&state(EVIDENCE)).await.unwrap();
         let cf = e
-            .prefill(&state(readout::core::prompt::CONTENT_FREE_EVIDENCE))
+            .prefill(&state(readout::core::text::prompt::CONTENT_FREE_EVIDENCE))
             .await
             .unwrap();
         for c in crits() {
@@ -260,7 +260,7 @@ fn calibrated_scores_are_the_baseline_subtracted() {
                 )
                 .await
                 .unwrap();
-            let want = readout::core::cloze::calibrate_letters(&plain.p(), &lb.p());
+            let want = readout::core::read::cloze_math::calibrate_letters(&plain.p(), &lb.p());
             for (a, b) in cal.p().iter().zip(&want) {
                 assert!((a - b).abs() < 1e-9);
             }
@@ -399,12 +399,12 @@ fn chat_without_a_template_or_with_a_bad_split_is_refused_by_name() {
 /// outright, and not as the letters head does.
 #[test]
 fn a_head_prefilled_for_cloze_carries_the_cloze_instruction() {
-    use readout::core::prompt::{CLOZE_INSTRUCTION, DEFAULT_INSTRUCTION};
+    use readout::core::text::prompt::{CLOZE_INSTRUCTION, DEFAULT_INSTRUCTION};
     assert_ne!(CLOZE_INSTRUCTION, DEFAULT_INSTRUCTION);
     let mut e = engine(Q4);
     block_on(async {
         let bare = state(EVIDENCE);
-        let given = readout::core::fixture::StateSpec {
+        let given = readout::core::spec::criteria::StateSpec {
             instruction: Some(CLOZE_INSTRUCTION.to_string()),
             ..state(EVIDENCE)
         };

@@ -3,8 +3,8 @@
 mod common;
 
 use common::*;
-use readout::core::debias::Debias;
-use readout::core::readout::{read_slots, HeadColumns};
+use readout::core::read::debias::Debias;
+use readout::core::read::slots::{read_slots, HeadColumns};
 use readout::engine::convention::Convention;
 use readout::engine::ScoreOptions;
 use readout::runtime::Runtime;
@@ -12,7 +12,7 @@ use readout::runtime::Runtime;
 const EVIDENCE: &str = "Order 4471 was placed on Tuesday by Dana Whitfield. It contains two blue kettles and one \
 toaster, ships from the Leeds warehouse, and was paid by card. The customer asked for delivery after 5 pm.";
 
-fn crits() -> Vec<readout::core::fixture::Criterion> {
+fn crits() -> Vec<readout::core::spec::criteria::Criterion> {
     vec![
         criterion(
             "who",
@@ -140,10 +140,10 @@ fn readslots_agrees_on_full_last_and_pruned_views_of_real_logits() {
     let (s, v) = (full.dims[1], full.dims[2]);
     assert_eq!(s, ids.len());
     let last_row = full.row_f32(s - 1);
-    let last = readout::core::logits::Logits::f32(vec![1, 1, v], last_row.clone());
+    let last = readout::core::read::logits::Logits::f32(vec![1, 1, v], last_row.clone());
     let k = 5;
     let cols: Vec<usize> = letters[..k].iter().map(|&i| i as usize).collect();
-    let pruned = readout::core::logits::Logits::f32(
+    let pruned = readout::core::read::logits::Logits::f32(
         vec![1, 1, k],
         cols.iter().map(|&c| last_row[c]).collect(),
     );

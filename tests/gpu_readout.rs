@@ -5,8 +5,8 @@ mod common;
 
 use common::*;
 use half::f16;
-use readout::core::logits::Logits;
-use readout::core::readout::{from_gathered, read_slots, HeadColumns};
+use readout::core::read::logits::Logits;
+use readout::core::read::slots::{from_gathered, read_slots, HeadColumns};
 use readout::gpu::{request_device, GpuReadout};
 
 fn gpu() -> GpuReadout {
@@ -42,8 +42,8 @@ fn bytes_f16(v: &[f16]) -> Vec<u8> {
 /// GPU and CPU agree on the letters' probabilities and allowed mass.
 fn agree(g: &GpuReadout, logits: &Logits, head: HeadColumns, columns: &[u32]) {
     let bytes = match &logits.data {
-        readout::core::logits::LogitsData::F32(v) => bytes_f32(v),
-        readout::core::logits::LogitsData::F16(v) => bytes_f16(v),
+        readout::core::read::logits::LogitsData::F32(v) => bytes_f32(v),
+        readout::core::read::logits::LogitsData::F16(v) => bytes_f16(v),
     };
     let buf = g.upload(&bytes);
     let dims = [logits.dims[0], logits.dims[1], logits.dims[2]];
@@ -180,7 +180,7 @@ fn kernel_refuses_non_finite_rows_and_bad_requests() {
 /// and the scratch buffers are made once, not per call.
 #[test]
 fn row_tasks_equal_cpu_log_softmax_and_reuse_their_buffers() {
-    use readout::core::cloze::row_log_prob;
+    use readout::core::read::cloze_math::row_log_prob;
     use readout::gpu::RowTask;
     let g = gpu();
     for f16 in [false, true] {
@@ -195,8 +195,8 @@ fn row_tasks_equal_cpu_log_softmax_and_reuse_their_buffers() {
             Logits::f32(vec![1, s, w], raw)
         };
         let buf = g.upload(&match &logits.data {
-            readout::core::logits::LogitsData::F32(v) => bytes_f32(v),
-            readout::core::logits::LogitsData::F16(v) => bytes_f16(v),
+            readout::core::read::logits::LogitsData::F32(v) => bytes_f32(v),
+            readout::core::read::logits::LogitsData::F16(v) => bytes_f16(v),
         });
         // Rows out of order, one repeated, the last column of the row.
         let cols: Vec<[u32; 1]> = vec![[17], [49152], [0], [300], [17]];

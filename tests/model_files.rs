@@ -92,7 +92,7 @@ fn onnx_community_layout_loads_unchanged() {
 
 #[test]
 fn a_slot_map_that_the_tokenizer_does_not_reproduce_is_refused() {
-    use readout::core::slot_map::SlotMap;
+    use readout::core::model::slot_map::SlotMap;
     let d = temp_dir("slotmap");
     copy_model(Q4, &d);
     // " A".." D" are 362, 425, 356, 422 for Qwen3; swap two rows.

@@ -7,10 +7,10 @@
 mod common;
 
 use common::*;
-use readout::core::debias::Debias;
-use readout::core::decision::Decision;
-use readout::core::logits::Logits;
-use readout::core::mode::{Calibration, HeadStyle, Mode, PromptStyle};
+use readout::core::read::debias::Debias;
+use readout::core::read::decision::Decision;
+use readout::core::read::logits::Logits;
+use readout::core::spec::mode::{Calibration, HeadStyle, Mode, PromptStyle};
 use readout::engine::convention::{derive, Convention};
 use readout::engine::ScoreOptions;
 use readout::kernels::Precision;

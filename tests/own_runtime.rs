@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use pollster::block_on;
-use readout::core::logits::Logits;
+use readout::core::read::logits::Logits;
 use readout::engine::convention::{derive, Convention};
 use readout::engine::ScoreOptions;
 use readout::kernels::KernelError;
@@ -62,7 +62,7 @@ fn compare(a: &Logits, b: &Logits) -> (f64, usize) {
 
 fn ids(dir: &Path, text: &str) -> Vec<u32> {
     let t = std::fs::read_to_string(dir.join("tokenizer.json")).unwrap();
-    readout::core::tokenizer::TextTokenizer::from_json(t.as_bytes())
+    readout::core::text::tokenizer::TextTokenizer::from_json(t.as_bytes())
         .unwrap()
         .encode(text)
         .unwrap()
@@ -389,7 +389,7 @@ fn the_engine_on_our_runtime_scores_the_authored_fixture_like_onnx_runtime() {
 fn load_err(graph: &[u8], dir: &std::path::Path, limit: u64) -> KernelError {
     let data = std::fs::read(dir.join("model.onnx.data")).unwrap();
     let ext = |loc: &str| (loc == "model.onnx.data").then_some(data.as_slice());
-    match readout::kernels::Program::load(graph, &ext, limit) {
+    match readout::runtime::own::interp::Program::load(graph, &ext, limit) {
         Ok(_) => panic!("loaded"),
         Err(e) => e,
     }
@@ -533,7 +533,7 @@ fn graphs_it_cannot_compute_are_refused_by_name() {
     let data = std::fs::read(dir.join("model.onnx.data")).unwrap();
     let short = &data[..data.len() / 2];
     let ext = |loc: &str| (loc == "model.onnx.data").then_some(short);
-    match readout::kernels::Program::load(&bytes, &ext, u64::MAX) {
+    match readout::runtime::own::interp::Program::load(&bytes, &ext, u64::MAX) {
         Err(KernelError::Initializer { name, reason }) => {
             assert!(!name.is_empty());
             assert!(reason.contains("truncated"), "{reason}");

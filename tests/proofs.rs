@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use readout::core::logits::LogitsData;
+use readout::core::read::logits::LogitsData;
 use readout::engine::{Engine, ModelAssets, ScoreOptions};
 use readout::export::graph::OnnxModel;
 use readout::export::onnx_pb::{

@@ -70,7 +70,7 @@ fn engine_matches_python_onnxruntime_on_the_fixture() {
                     .0;
                 assert_eq!(
                     d.letter,
-                    readout::core::prompt::letter(best).to_string(),
+                    readout::core::text::prompt::letter(best).to_string(),
                     "{model} {}: argmax differs",
                     d.id
                 );

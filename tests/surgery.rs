@@ -7,11 +7,11 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use readout::core::fixture::StateSpec;
+use readout::core::spec::criteria::StateSpec;
 use readout::engine::ScoreOptions;
 use readout::export::commands::{finish, run, Op, Source};
+use readout::export::find_head::{find_embeddings, find_head, Sharing};
 use readout::export::graph::OnnxModel;
-use readout::export::head::{find_embeddings, find_head, Sharing};
 use readout::export::inspect::inspect;
 use readout::export::passes::{prune, trim};
 use readout::model_dir::{open_engine, ModelDir};
@@ -103,7 +103,7 @@ fn trim_prune_in_either_order_keep_decisions() {
         let map = r.slot_map.unwrap();
         assert_eq!(&map.keep[..4], &[362, 425, 356, 422]);
         let slot = |d: &Path| {
-            readout::core::slot_map::SlotMap::parse(
+            readout::core::model::slot_map::SlotMap::parse(
                 &std::fs::read_to_string(d.join("slot_map.json")).unwrap(),
             )
             .unwrap()
@@ -164,7 +164,7 @@ fn a_head_sliced_in_sorted_order_is_refused_and_nothing_is_written() {
     assert_ne!(sorted, keep, "the classic fault needs an unsorted keep");
     let mut m = OnnxModel::load(&dir.graph).unwrap();
     prune(&mut m, &sorted).unwrap();
-    let map = readout::core::slot_map::SlotMap::new(
+    let map = readout::core::model::slot_map::SlotMap::new(
         "m",
         Some(" "),
         "ABCD",
@@ -371,9 +371,10 @@ fn exposed_hidden_state_reproduces_the_logits_and_a_wrong_row_is_caught() {
 
         // Rows that belong to other tokens: the load-time proof must refuse.
         let path = out.join("head_rows.json");
-        let mut hr =
-            readout::core::head_rows::HeadRows::parse(&std::fs::read_to_string(&path).unwrap())
-                .unwrap();
+        let mut hr = readout::core::model::head_rows::HeadRows::parse(
+            &std::fs::read_to_string(&path).unwrap(),
+        )
+        .unwrap();
         hr.rows.rotate_left(1);
         std::fs::write(&path, serde_json::to_string(&hr).unwrap()).unwrap();
         let err = open_engine(&out, &opts())
@@ -413,7 +414,7 @@ fn models_json_records_measured_files_and_refuses_a_changed_one() {
     )
     .unwrap();
     let catalog_path = base.join("models.json");
-    // The best measured readout (bench/decisions.sh) becomes the stock
+    // The best measured readout (bench/runners/decisions.sh) becomes the stock
     // graph's default; a summary that names no usable best is skipped.
     let results = base.join("results");
     std::fs::create_dir_all(&results).unwrap();
@@ -437,7 +438,7 @@ fn models_json_records_measured_files_and_refuses_a_changed_one() {
         ("q4", false, false, true)
     );
     assert_eq!(stock.shape.head_rows, 151936);
-    use readout::core::mode::{Calibration, ClozeScore, Mode, PromptStyle, ReadoutChoice};
+    use readout::core::spec::mode::{Calibration, ClozeScore, Mode, PromptStyle, ReadoutChoice};
     assert_eq!(
         stock.readout,
         Some(ReadoutChoice {

@@ -65,9 +65,10 @@ fn prune_at_2_3_4_and_20_letters_and_expose_hidden_verify_on_smollm2() {
         );
         // Rows of other tokens are still refused under the derived bound.
         let path = out.join("head_rows.json");
-        let mut hr =
-            readout::core::head_rows::HeadRows::parse(&std::fs::read_to_string(&path).unwrap())
-                .unwrap();
+        let mut hr = readout::core::model::head_rows::HeadRows::parse(
+            &std::fs::read_to_string(&path).unwrap(),
+        )
+        .unwrap();
         hr.rows.rotate_left(1);
         std::fs::write(&path, serde_json::to_string(&hr).unwrap()).unwrap();
         drop(e);

@@ -18,7 +18,7 @@ const { default: init, Engine, defaultThreads, limits } = await import(
 
 const ORT_BASE = "/node_modules/onnxruntime-web/dist/";
 // The stock graph: its models.json entry names the best measured readout
-// (bench/decisions.sh). The pruned graph serves letters, the fastest path
+// (bench/runners/decisions.sh). The pruned graph serves letters, the fastest path
 // for a model that can answer in letters: one choice away in the list.
 const DEFAULT_MODEL = "smollm2-135m-instruct-q4f16";
 // The engine's own limits (letters, option counts), set once the module is loaded.

@@ -1,5 +1,5 @@
 //! What the benchmark page (`bench/`) needs beyond the product API: the
-//! sweep's ids and statistics from `core::sweep` (the same code the native
+//! sweep's ids and statistics from `core::eval::logit_cost` (the same code the native
 //! `readout sweep` runs), and the readout alone on a resident logits buffer.
 //! Converts only; the timing is the page's.
 
@@ -8,13 +8,13 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use super::interop::{js_err, to_js};
-use crate::core::logits::Logits;
-use crate::core::readout::{read_slots, HeadColumns};
+use crate::core::read::logits::Logits;
+use crate::core::read::slots::{read_slots, HeadColumns};
 
 /// `ms = fixed + perToken × n` by least squares: `{fixedMs, perTokenMs, r2}`, or `undefined` on fewer than two distinct lengths.
 #[wasm_bindgen(js_name = linearFit)]
 pub fn linear_fit(xs: Vec<f64>, ys: Vec<f64>) -> Result<JsValue, JsValue> {
-    match crate::core::sweep::fit(&xs, &ys) {
+    match crate::core::eval::logit_cost::fit(&xs, &ys) {
         Some(f) => to_js(&f),
         None => Ok(JsValue::UNDEFINED),
     }
@@ -22,7 +22,7 @@ pub fn linear_fit(xs: Vec<f64>, ys: Vec<f64>) -> Result<JsValue, JsValue> {
 
 #[wasm_bindgen]
 pub fn median(xs: Vec<f64>) -> f64 {
-    crate::core::sweep::median(&xs)
+    crate::core::eval::logit_cost::median(&xs)
 }
 
 pub(super) fn ids_to_js(prefix: &[u32], suffixes: &[Vec<u32>]) -> JsValue {
@@ -120,7 +120,8 @@ impl ReadoutBench {
                 let r = read_slots(l, &HeadColumns::Vocab { vocab: self.width }, &cols, true)
                     .map_err(js_err)?;
                 let mass = r.allowed_mass.unwrap_or(f64::NAN);
-                let letters = crate::core::readout::log_sum_exp(r.logits.iter().map(|&v| v as f64));
+                let letters =
+                    crate::core::read::slots::log_sum_exp(r.logits.iter().map(|&v| v as f64));
                 return to_js(&BenchRead {
                     log_sum_exp: letters - mass.ln(),
                     logits: r.logits,
@@ -165,8 +166,8 @@ struct EmptyPast {
 )]
 pub fn empty_past(config_json: &str) -> Result<JsValue, JsValue> {
     use crate::runtime::KvPair;
-    let c =
-        crate::core::config::ModelConfig::parse(config_json).map_err(super::interop::core_err)?;
+    let c = crate::core::model::config::ModelConfig::parse(config_json)
+        .map_err(super::interop::core_err)?;
     let [kv_heads, head_dim] = c.kv_dims();
     to_js(&EmptyPast {
         names: (0..c.layers)

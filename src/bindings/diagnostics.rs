@@ -11,11 +11,11 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::interop::{fixture_from_js, js_err, to_js};
 use super::{bench, Engine, State};
-use crate::core::fixture::Criterion;
+use crate::core::spec::criteria::Criterion;
 
 #[wasm_bindgen]
 impl Engine {
-    /// The benchmark's ids (`core::sweep`, shared with `readout sweep`): a
+    /// The benchmark's ids (`core::eval::logit_cost`, shared with `readout sweep`): a
     /// `prefix`-token prefix and one suffix per length, from this model's tokenizer.
     #[wasm_bindgen(js_name = sweepIds, unchecked_return_type = "Promise<{ prefix: Uint32Array; suffixes: Uint32Array[] }>")]
     pub fn sweep_ids(&self, prefix: usize, lengths: Vec<usize>) -> Promise {
@@ -28,7 +28,7 @@ impl Engine {
             }
             let (p, s) = shared
                 .with(async |e| {
-                    Ok(crate::core::sweep::sweep_ids(
+                    Ok(crate::core::eval::logit_cost::sweep_ids(
                         e.tokenizer(),
                         prefix,
                         &lengths,
@@ -216,8 +216,8 @@ pub async fn gpu_readout_self_test(
     columns: Vec<u32>,
     f16: bool,
 ) -> Result<JsValue, JsValue> {
-    use crate::core::logits::Logits;
-    use crate::core::readout::{read_slots, HeadColumns};
+    use crate::core::read::logits::Logits;
+    use crate::core::read::slots::{read_slots, HeadColumns};
     let dims = [1, rows, width];
     let (logits, bytes): (Logits, Vec<u8>) = if f16 {
         let v: Vec<u16> = values
@@ -260,7 +260,7 @@ pub async fn gpu_readout_self_test(
         adapter: String,
     }
     let cpu_lse =
-        crate::core::readout::log_sum_exp(logits.row_f32(rows - 1).iter().map(|&v| v as f64));
+        crate::core::read::slots::log_sum_exp(logits.row_f32(rows - 1).iter().map(|&v| v as f64));
     to_js(&Out {
         gpu: Side {
             logits: g.logits,

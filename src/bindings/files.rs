@@ -4,8 +4,18 @@
 
 use super::error::{FetchProblem, LoadError};
 use super::fetch::{fetch, resolve, Progress};
-use super::load::LoadedFile;
-use crate::core::catalog::Entry;
+use crate::core::model::models_json::Entry;
+use serde::Serialize;
+
+/// One file a load fetched, as `engine.info()` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadedFile {
+    pub role: String,
+    pub url: String,
+    pub bytes: u64,
+    /// Checked against models.json (directory loads have nothing to check against).
+    pub sha256_checked: bool,
+}
 
 pub(super) struct Files {
     pub(super) graph: js_sys::Uint8Array,
@@ -17,7 +27,7 @@ pub(super) struct Files {
     pub(super) chat_template: Option<String>,
     pub(super) tokenizer_config: Option<String>,
     /// The entry's default readout (models.json), when it names one.
-    pub(super) readout: Option<crate::core::mode::ReadoutChoice>,
+    pub(super) readout: Option<crate::core::spec::mode::ReadoutChoice>,
     pub(super) listed: Vec<LoadedFile>,
 }
 

@@ -4,9 +4,9 @@
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
-use crate::core::fixture::{MAX_CLOZE_OPTIONS, MAX_OPTIONS, MIN_OPTIONS};
-use crate::core::prompt::LETTERS;
-use crate::core::sweep::{PREFIX_TOKENS, SUFFIX_LENGTHS};
+use crate::core::eval::logit_cost::{PREFIX_TOKENS, SUFFIX_LENGTHS};
+use crate::core::spec::criteria::{MAX_CLOZE_OPTIONS, MAX_OPTIONS, MIN_OPTIONS};
+use crate::core::text::prompt::LETTERS;
 
 #[wasm_bindgen(typescript_custom_section)]
 const LIMITS_TS: &str = r#"

@@ -9,6 +9,8 @@
 
 #[cfg(feature = "diagnostics")]
 mod bench;
+mod build;
+mod choose;
 #[cfg(feature = "diagnostics")]
 mod diagnostics;
 mod error;
@@ -18,6 +20,7 @@ mod interop;
 mod limits;
 mod load;
 mod options;
+mod resolve;
 #[cfg(target_feature = "atomics")]
 mod threads;
 mod ts_types;
@@ -32,12 +35,12 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
 use self::interop::{core_err, engine_err, fixture_from_js, load_err, refuse, to_js};
-use self::load::{LoadOptions, LoadReport};
+use self::load::LoadReport;
 use self::options::{load_options, prefill_options, JsScoreOptions};
-use crate::core::backend::Requested;
-use crate::core::debias::Debias;
-use crate::core::fixture::{Criterion, StateSpec};
-use crate::core::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
+use crate::core::model::backend_choice::Requested;
+use crate::core::read::debias::Debias;
+use crate::core::spec::criteria::{Criterion, StateSpec};
+use crate::core::spec::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
 use crate::engine::{EngineInfo, ScoreOptions, StateId};
 use crate::runtime::web::ort::get;
 use load::WebEngine;

@@ -4,6 +4,21 @@
 use super::interop::{coded_err, refuse};
 use super::*;
 
+/// What `Engine.load` was asked for, read from its options object.
+pub struct LoadOptions {
+    pub backend: Requested,
+    /// Where onnxruntime-web's `.wasm`/`.mjs` files are served (a URL prefix).
+    pub ort_base: Option<String>,
+    pub threads: Option<u32>,
+    pub profiling: bool,
+    /// WebGPU only: let onnxruntime-web create its own device instead of
+    /// sharing the engine's (no GPU readout then; a diagnostic).
+    pub ort_device: bool,
+    /// cpu only: pack a call's branches into one pass (default on; off is
+    /// the serial path a benchmark compares against).
+    pub pack_branches: Option<bool>,
+}
+
 pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue> {
     if v.is_undefined() || v.is_null() {
         return Ok((
@@ -134,7 +149,7 @@ pub(super) fn known_keys(
 ) -> Result<(), JsValue> {
     let value: serde_json::Value = serde_wasm_bindgen::from_value(v.clone())
         .map_err(|e| refuse(format!("{argument}: {e}"), "invalid_option", argument))?;
-    crate::core::fixture::check_object(&value, argument, known).map_err(core_err)
+    crate::core::spec::criteria::check_object(&value, argument, known).map_err(core_err)
 }
 
 /// An options argument must be a plain object (or absent): reading fields

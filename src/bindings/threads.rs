@@ -13,7 +13,7 @@ use super::error::LoadError;
 use crate::kernels::workers;
 use crate::runtime::web::ort::JsFailure;
 
-#[wasm_bindgen(module = "/src/bindings/workers.js")]
+#[wasm_bindgen(module = "/js/workers.js")]
 extern "C" {
     #[wasm_bindgen(js_name = startWorkers, catch)]
     fn start_workers(

@@ -1,10 +1,10 @@
 //! The native `readout` command line.
 
-mod evaluate;
+mod evaluate_cmd;
 mod readout_args;
-mod score;
-mod surgery;
-mod sweep;
+mod score_cmd;
+mod surgery_cmd;
+mod sweep_cmd;
 
 use std::path::PathBuf;
 
@@ -191,7 +191,7 @@ enum Command {
         /// Model directories (or models.json#id), swept one after another.
         #[arg(long, required = true)]
         model: Vec<PathBuf>,
-        #[arg(long, default_value_t = crate::core::sweep::PREFIX_TOKENS)]
+        #[arg(long, default_value_t = crate::core::eval::logit_cost::PREFIX_TOKENS)]
         prefix: usize,
         #[arg(long, value_delimiter = ',', default_value = "1,8,16,32,64,96")]
         lengths: Vec<usize>,
@@ -248,17 +248,17 @@ pub fn main() -> std::process::ExitCode {
             index,
             readout,
             check,
-        } => score::run(&model, &state, index, &readout, check, &opts),
+        } => score_cmd::run(&model, &state, index, &readout, check, &opts),
         Command::Evaluate {
             fixture,
             model,
             readout,
             out,
-        } => evaluate::run(&fixture, &model, &readout, out, &opts),
+        } => evaluate_cmd::run(&fixture, &model, &readout, out, &opts),
         Command::Info { model } => info(&model, &opts),
-        Command::Inspect { model, rows, json } => surgery::inspect(&model, rows, json),
+        Command::Inspect { model, rows, json } => surgery_cmd::inspect(&model, rows, json),
         Command::Trim { model, out, force } => {
-            surgery::apply(&model, &out, crate::export::commands::Op::Trim, force)
+            surgery_cmd::apply(&model, &out, crate::export::commands::Op::Trim, force)
         }
         Command::Prune {
             model,
@@ -266,13 +266,13 @@ pub fn main() -> std::process::ExitCode {
             tokenizer,
             out,
             force,
-        } => surgery::apply(
+        } => surgery_cmd::apply(
             &model,
             &out,
             crate::export::commands::Op::Prune { letters, tokenizer },
             force,
         ),
-        Command::ExposeHidden { model, out, force } => surgery::apply(
+        Command::ExposeHidden { model, out, force } => surgery_cmd::apply(
             &model,
             &out,
             crate::export::commands::Op::ExposeHidden,
@@ -282,8 +282,8 @@ pub fn main() -> std::process::ExitCode {
             models,
             out,
             decisions,
-        } => surgery::catalog(&models, &out, &decisions),
-        Command::Variants { models } => surgery::variants(&models),
+        } => surgery_cmd::catalog(&models, &out, &decisions),
+        Command::Variants { models } => surgery_cmd::variants(&models),
         Command::Sweep {
             model,
             prefix,
@@ -292,8 +292,8 @@ pub fn main() -> std::process::ExitCode {
             warmup,
             options,
             out,
-        } => sweep::run(
-            &sweep::SweepArgs {
+        } => sweep_cmd::run(
+            &sweep_cmd::SweepArgs {
                 models: model,
                 prefix,
                 lengths,

@@ -4,8 +4,8 @@
 
 use serde::de::DeserializeOwned;
 
-use crate::core::debias::Debias;
-use crate::core::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
+use crate::core::read::debias::Debias;
+use crate::core::spec::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
 use crate::engine::ScoreOptions;
 
 fn parse<T: DeserializeOwned>(s: &str) -> Result<T, String> {

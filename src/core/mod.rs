@@ -1,24 +1,19 @@
-//! Pure functions of the readout: prompt rendering, tokenisation, the slot map,
-//! readSlots, debiasing and metrics. No I/O, no async, no platform code: every
-//! piece here is tested natively and compiles unchanged for wasm32.
+//! Pure functions of the readout: no I/O, no async, no platform code, so
+//! every piece here is tested natively and compiles unchanged for wasm32.
+//! Grouped by what a reader looks for:
+//! - `spec`: the product's inputs (states, criteria, reading modes);
+//! - `text`: prompt rendering, chat templates, tokenisation;
+//! - `read`: from logits to a decision (readSlots, cloze, debiasing);
+//! - `model`: the files beside a model (catalog, config, slot map, head rows)
+//!   and which backend runs it;
+//! - `eval`: evaluation statistics and the `logit_cost` sweep.
 
-pub mod backend;
-pub mod catalog;
-pub mod chat;
-pub mod cloze;
-pub mod config;
-pub mod debias;
-pub mod decision;
+pub mod eval;
+pub mod model;
+pub mod read;
+pub mod spec;
+pub mod text;
+
 mod error;
-pub mod fixture;
-pub mod head_rows;
-pub mod logits;
-pub mod metrics;
-pub mod mode;
-pub mod prompt;
-pub mod readout;
-pub mod slot_map;
-pub mod sweep;
-pub mod tokenizer;
 
 pub use error::{CoreError, ErrorInfo};

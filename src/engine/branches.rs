@@ -9,9 +9,9 @@ use std::ops::Range;
 use super::chunk;
 use super::convention::Convention;
 use super::EngineError;
-use crate::core::cloze::row_log_prob;
-use crate::core::logits::Logits;
-use crate::core::readout::read_slots;
+use crate::core::read::cloze_math::row_log_prob;
+use crate::core::read::logits::Logits;
+use crate::core::read::slots::read_slots;
 use crate::runtime::{Branch, PackBudget, ReadSpec, RowRead, Runtime};
 
 /// How a call's branches run: packed under a budget, or one by one in runs

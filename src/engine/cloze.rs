@@ -4,11 +4,11 @@
 
 use super::branches::{self, Plan};
 use super::{chunk, Engine, EngineError, StateId};
-use crate::core::chat::ChatTemplate;
-use crate::core::cloze::Baseline;
-use crate::core::fixture::Criterion;
-use crate::core::mode::{Calibration, Mode, PromptStyle};
-use crate::core::prompt::{
+use crate::core::read::cloze_math::Baseline;
+use crate::core::spec::criteria::Criterion;
+use crate::core::spec::mode::{Calibration, Mode, PromptStyle};
+use crate::core::text::chat_template::ChatTemplate;
+use crate::core::text::prompt::{
     render_head, render_option, render_question, render_suffix, CONTENT_FREE_EVIDENCE,
 };
 use crate::core::CoreError;

@@ -4,12 +4,12 @@
 
 use super::branches::{self, Plan};
 use super::{Engine, EngineError, ScoreOptions, StateId};
-use crate::core::cloze::{calibrate_letters, Baseline};
-use crate::core::debias::{combine, orders, Debias};
-use crate::core::decision::Decision;
-use crate::core::fixture::Criterion;
-use crate::core::mode::{Calibration, Mode};
-use crate::core::prompt::render_suffix;
+use crate::core::read::cloze_math::{calibrate_letters, Baseline};
+use crate::core::read::debias::{combine, orders, Debias};
+use crate::core::read::decision::Decision;
+use crate::core::spec::criteria::Criterion;
+use crate::core::spec::mode::{Calibration, Mode};
+use crate::core::text::prompt::render_suffix;
 use crate::runtime::{PackBudget, ReadSpec, RowRead, Runtime};
 
 impl<R: Runtime> Engine<R> {

@@ -6,7 +6,7 @@ mod chunk;
 mod cloze;
 pub mod convention;
 mod error;
-pub mod head;
+pub mod letter_ids;
 mod letters;
 pub mod proof;
 mod score;
@@ -20,21 +20,25 @@ pub use error::EngineError;
 
 use self::cloze::HeadText;
 use self::convention::Convention;
-use self::head::LetterPlan;
+use self::letter_ids::LetterPlan;
 use self::proof::ProofReport;
-use crate::core::chat::ChatTemplate;
-use crate::core::cloze::{cloze_probs, Baseline, BaselineCache, BASELINE_CACHE_CAPACITY};
-use crate::core::config::ModelConfig;
-use crate::core::debias::Debias;
-use crate::core::decision::Decision;
-use crate::core::fixture::MAX_OPTIONS;
-use crate::core::fixture::{Criterion, StateSpec};
-use crate::core::head_rows::HeadRows;
-use crate::core::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice};
-use crate::core::prompt::{default_instruction, render_head, render_suffix};
-use crate::core::readout::SlotReadout;
-use crate::core::slot_map::SlotMap;
-use crate::core::tokenizer::TextTokenizer;
+use crate::core::model::config::ModelConfig;
+use crate::core::model::head_rows::HeadRows;
+use crate::core::model::slot_map::SlotMap;
+use crate::core::read::cloze_math::{
+    cloze_probs, Baseline, BaselineCache, BASELINE_CACHE_CAPACITY,
+};
+use crate::core::read::debias::Debias;
+use crate::core::read::decision::Decision;
+use crate::core::read::slots::SlotReadout;
+use crate::core::spec::criteria::MAX_OPTIONS;
+use crate::core::spec::criteria::{Criterion, StateSpec};
+use crate::core::spec::mode::{
+    Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice,
+};
+use crate::core::text::chat_template::ChatTemplate;
+use crate::core::text::prompt::{default_instruction, render_head, render_suffix};
+use crate::core::text::tokenizer::TextTokenizer;
 use crate::core::CoreError;
 use crate::runtime::{ReadSpec, RowRead, Runtime, Signature};
 

@@ -5,14 +5,14 @@ use serde::Serialize;
 
 use super::chunk;
 use super::convention::{candidates, Convention};
-use super::head::LetterPlan;
 use super::EngineError;
-use crate::core::debias::argmax;
-use crate::core::fixture::{Criterion, OptionSpec};
-use crate::core::head_rows::HeadRows;
-use crate::core::logits::Logits;
-use crate::core::prompt::{render_head, render_suffix};
-use crate::core::tokenizer::TextTokenizer;
+use crate::core::model::head_rows::HeadRows;
+use crate::core::read::debias::argmax;
+use crate::core::read::logits::Logits;
+use crate::core::spec::criteria::{Criterion, OptionSpec};
+use crate::core::text::prompt::{render_head, render_suffix};
+use crate::core::text::tokenizer::TextTokenizer;
+use crate::engine::letter_ids::LetterPlan;
 use crate::runtime::{Dtype, ReadSpec, RowRead, Runtime};
 
 mod trials;

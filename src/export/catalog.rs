@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::graph::OnnxModel;
-use super::head::{find_embeddings, find_head, sharing, Sharing};
 use super::ExportError;
-pub use crate::core::catalog::{Catalog, Entry, FileEntry, Shape};
-use crate::core::config::ModelConfig;
-use crate::core::mode::{PromptStyle, ReadoutChoice};
-use crate::core::slot_map::SlotMap;
+use crate::core::model::config::ModelConfig;
+pub use crate::core::model::models_json::{Catalog, Entry, FileEntry, Shape};
+use crate::core::model::slot_map::SlotMap;
+use crate::core::spec::mode::{PromptStyle, ReadoutChoice};
+use crate::export::find_head::{find_embeddings, find_head, sharing, Sharing};
 use crate::model_dir::sha256_file;
 
 /// The checkpoint each built model id comes from.

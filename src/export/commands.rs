@@ -10,15 +10,15 @@ use serde::Serialize;
 use super::graph::OnnxModel;
 use super::output::{check_output, replace, write_marker, TempDir};
 use super::passes::{expose_hidden, prune, trim};
-use super::rows::{head_rows, int8_input_block};
 use super::verify::{compare_logits, embeddings_untouched, forward, probe, Verification};
 use super::ExportError;
-use crate::core::config::ModelConfig;
-use crate::core::fixture::{MAX_OPTIONS, MIN_OPTIONS};
-use crate::core::head_rows::HeadRows;
-use crate::core::prompt::LETTERS;
-use crate::core::slot_map::SlotMap;
-use crate::core::tokenizer::TextTokenizer;
+use crate::core::model::config::ModelConfig;
+use crate::core::model::head_rows::HeadRows;
+use crate::core::model::slot_map::SlotMap;
+use crate::core::spec::criteria::{MAX_OPTIONS, MIN_OPTIONS};
+use crate::core::text::prompt::LETTERS;
+use crate::core::text::tokenizer::TextTokenizer;
+use crate::export::head_weights::{head_rows, int8_input_block};
 use crate::model_dir::ModelDir;
 use crate::runtime::native::NativeOptions;
 
@@ -286,7 +286,9 @@ fn write_and_verify(
             .map_err(|e| ExportError::file(tmp, e))?;
     }
     let written = OnnxModel::load(&tmp.join("model.onnx"))?;
-    let exposes = written.output(super::head::HIDDEN_OUTPUT).is_some();
+    let exposes = written
+        .output(crate::export::find_head::HIDDEN_OUTPUT)
+        .is_some();
     if exposes {
         let columns = letter_columns(tok, slot_map)?;
         let (rows, bias) = head_rows(&written, &columns)?;

@@ -12,7 +12,7 @@ pub enum ExportError {
     #[error("-o {path}: {reason}")]
     Output {
         path: String,
-        reason: super::output::Refusal,
+        reason: super::refusal::Refusal,
     },
     /// A criterion has 2 to 20 options, so a head that keeps fewer than 2
     /// letters serves none (and its one-column softmax makes every load-time

@@ -3,9 +3,9 @@
 use serde::Serialize;
 
 use super::graph::{dims_of, elem_type_of, OnnxModel};
-use super::head::{find_embeddings, find_head, sharing, Embedding, Head, Sharing};
 use super::onnx_pb::dtype_name;
 use super::ExportError;
+use crate::export::find_head::{find_embeddings, find_head, sharing, Embedding, Head, Sharing};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Io {
@@ -136,15 +136,17 @@ pub fn render(r: &InspectReport) -> String {
         r.kv_dims.join(", ")
     );
     let op = match &r.head.op {
-        super::head::HeadOp::MatMulNBits {
+        crate::export::find_head::HeadOp::MatMulNBits {
             bits, block_size, ..
         } => format!("MatMulNBits ({bits}-bit, block {block_size})"),
-        super::head::HeadOp::MatMul {
+        crate::export::find_head::HeadOp::MatMul {
             transposed_from: Some(t),
             ..
         } => format!("MatMul over Transpose({t})"),
-        super::head::HeadOp::MatMul { .. } => "MatMul".into(),
-        super::head::HeadOp::Gemm { trans_b, .. } => format!("Gemm (transB={})", *trans_b as u8),
+        crate::export::find_head::HeadOp::MatMul { .. } => "MatMul".into(),
+        crate::export::find_head::HeadOp::Gemm { trans_b, .. } => {
+            format!("Gemm (transB={})", *trans_b as u8)
+        }
     };
     s += &format!(
         "head: {} `{}`, {} rows × hidden {}, {} bytes, reads {}{}\n",

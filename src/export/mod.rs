@@ -4,13 +4,14 @@
 pub mod catalog;
 pub mod commands;
 mod error;
+pub mod find_head;
 pub mod graph;
-pub mod head;
 pub mod inspect;
 pub use crate::onnx_pb;
+pub mod head_weights;
 pub mod output;
 pub mod passes;
-pub mod rows;
+mod refusal;
 pub mod variants;
 pub mod verify;
 

@@ -12,9 +12,7 @@ use std::path::{Path, PathBuf};
 
 use super::ExportError;
 
-/// Written into every output directory at write time, so that a later run
-/// can tell a directory readout made from one it did not.
-pub const MARKER: &str = ".readout-surgery";
+pub use super::refusal::{Refusal, MARKER};
 
 /// Every file readout writes into an output directory. A marked directory
 /// holding anything else has been added to by someone, so `--force` still
@@ -31,31 +29,6 @@ const WRITTEN: [&str; 10] = [
     "genai_config.json",
     "chat_template.jinja",
 ];
-
-/// Why an output path is refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    #[error("is the input model; choose a new directory")]
-    IsInput,
-    #[error("contains the input model {input}; replacing it would delete the input")]
-    ContainsInput { input: String },
-    #[error("contains the current directory; choose a new directory")]
-    ContainsCwd,
-    #[error("is a filesystem root")]
-    IsRoot,
-    #[error("is a symbolic link; name the directory itself")]
-    Symlink,
-    #[error("exists and is not a directory; readout replaces only model directories it wrote")]
-    NotADirectory,
-    #[error("exists and was not written by readout (no {MARKER} in it); choose a new directory, or remove it yourself")]
-    NotWrittenByReadout,
-    #[error(
-        "holds {entry:?}, which readout did not write; remove it first to replace this directory"
-    )]
-    ForeignEntry { entry: String },
-    #[error("holds a model readout wrote ({command}); pass --force to replace it")]
-    NeedsForce { command: String },
-}
 
 fn refuse(out: &Path, reason: Refusal) -> ExportError {
     ExportError::Output {

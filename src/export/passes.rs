@@ -5,11 +5,11 @@
 use super::graph::{
     elem_type_of, graph_err, int64_tensor, raw_tensor, set_attr_i, set_dim, OnnxModel,
 };
-use super::head::{find_head, HeadOp, HIDDEN_OUTPUT, TRIM_SLICE};
 use super::onnx_pb::{
     dtype_size, Dimension, NodeProto, TensorShapeProto, TypeProto, TypeTensor, ValueInfoProto,
 };
 use super::ExportError;
+use crate::export::find_head::{find_head, HeadOp, HIDDEN_OUTPUT, TRIM_SLICE};
 
 fn slice_last(
     name: &str,

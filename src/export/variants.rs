@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::commands::{run, Op, SurgeryReport};
 use super::output::MARKER;
 use super::ExportError;
-use crate::core::prompt::LETTERS;
+use crate::core::text::prompt::LETTERS;
 
 /// What happened to one cut.
 #[derive(Debug)]

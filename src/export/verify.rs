@@ -6,13 +6,13 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::graph::OnnxModel;
-use super::head::find_embeddings;
 use super::ExportError;
-use crate::core::config::ModelConfig;
-use crate::core::logits::Logits;
-use crate::core::tokenizer::TextTokenizer;
+use crate::core::model::config::ModelConfig;
+use crate::core::read::logits::Logits;
+use crate::core::text::tokenizer::TextTokenizer;
 use crate::engine::convention::{candidates, derive};
 use crate::engine::proof::probe_ids;
+use crate::export::find_head::find_embeddings;
 use crate::runtime::native::{NativeOptions, NativeRuntime};
 use crate::runtime::Runtime;
 

@@ -2,11 +2,11 @@
 //! (the same device handed to onnxruntime-web), Vulkan natively (lavapipe
 //! here), so the kernel is tested against the CPU readout in `cargo test`.
 
-mod readout;
+mod read_slots;
 #[cfg(target_arch = "wasm32")]
 pub mod web;
 
-pub use readout::{GpuReadout, GpuSlots, RowTask, MAX_COLS};
+pub use read_slots::{GpuReadout, GpuSlots, RowTask, MAX_COLS};
 
 use thiserror::Error;
 

@@ -1,26 +1,21 @@
-//! Our own CPU runtime's compute: an interpreter for the decoder graphs the
-//! builder writes (the int4 `MatMulNBits` files, read as they are), with
-//! int4 × int8 kernels per instruction set and a float32 scalar reference.
-//! No I/O: the graph and its external data come in as bytes.
+//! Our own CPU runtime's kernels: int4 × int8 products per instruction set
+//! (with a float32 scalar reference), attention, `exp`, and the work pool
+//! they split over. The ONNX interpreter that calls them lives in
+//! `runtime::own::interp`; nothing here reads a graph (no `onnx_pb`).
 
-mod attention;
+pub mod attention;
 mod error;
-mod exp;
-mod load;
-mod ops;
-mod par;
-mod program;
+pub mod exp;
+pub mod par;
 pub mod q4;
 pub mod random_layer;
 pub mod simd;
-mod tensor;
+pub mod tensor;
 #[cfg(all(target_arch = "wasm32", target_feature = "atomics"))]
 pub mod workers;
 
 pub use attention::{self_test as attention_self_test, Pack};
 pub use error::{KernelError, OpError};
-pub use load::External;
 pub use par::{Pool, BUILD};
-pub use program::Program;
 pub use q4::Precision;
 pub use tensor::{Data, Value};

@@ -22,9 +22,8 @@ use super::par::{Disjoint, Pool};
 use super::simd;
 use super::OpError;
 
-pub const BLOCK: usize = 32;
-/// Bytes of one block of 32 int4 weights.
-pub const BLOCK_BYTES: usize = BLOCK / 2;
+// The block layout is the kernels' (`simd`), which this file builds on.
+pub use super::simd::{BLOCK, BLOCK_BYTES};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]

@@ -2,7 +2,11 @@
 //! the same contract as `scalar`: for each activation row, Σ over blocks of
 //! (Σ (w − zp) · a) · scale_w · scale_a, the inner sum in integers.
 
-use super::q4::{BLOCK, BLOCK_BYTES};
+/// Weights a block of `MatMulNBits` holds (its `block_size`; the only one
+/// the builder writes and these kernels compute).
+pub const BLOCK: usize = 32;
+/// Bytes of one block of 32 int4 weights.
+pub const BLOCK_BYTES: usize = BLOCK / 2;
 
 /// Activation rows one weight row is multiplied with at a time: the
 /// weight block is unpacked once for all of them.

@@ -8,7 +8,7 @@ use super::{
     Branch, Gathered, PackBudget, ReadSpec, RowRead, RunOutput, Runtime, RuntimeError, Signature,
     Step,
 };
-use crate::core::logits::Logits;
+use crate::core::read::logits::Logits;
 
 pub enum AnyRuntime<O> {
     Onnx(O),

@@ -20,9 +20,9 @@ pub use error::RuntimeError;
 use serde::Serialize;
 pub use signature::{Dtype, KvPair, Signature, HIDDEN_OUTPUT};
 
-use crate::core::cloze::row_log_prob;
-use crate::core::logits::Logits;
-use crate::core::readout::{read_slots, HeadColumns, SlotReadout};
+use crate::core::read::cloze_math::row_log_prob;
+use crate::core::read::logits::Logits;
+use crate::core::read::slots::{read_slots, HeadColumns, SlotReadout};
 
 /// One forward step: the new tokens and the derived inputs the graph takes.
 #[derive(Debug, Clone, PartialEq, Eq)]

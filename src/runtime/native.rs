@@ -10,7 +10,7 @@ use ort::session::{OutputSelector, RunOptions, Session, SessionInputValue};
 use ort::value::{DynValue, Tensor, ValueType};
 
 use super::{Dtype, RunOutput, Runtime, RuntimeError, Signature, Step};
-use crate::core::logits::Logits;
+use crate::core::read::logits::Logits;
 
 mod library;
 mod tensors;

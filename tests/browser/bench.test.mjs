@@ -6,7 +6,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseArgs, runBench } from "../../bench/run.mjs";
+import { parseArgs, runBench } from "../../bench/runners/run.mjs";
 import { launch } from "../../scripts/chromium.mjs";
 import { serve } from "../../scripts/serve.mjs";
 import { OUT } from "./lib.mjs";
@@ -83,14 +83,14 @@ test("the benchmark page's JSON at tiny size", { timeout: 900_000 }, async () =>
 });
 
 // Before, a catalog the server did not have threw before the page's run
-// began, and bench/run.mjs waited out its hour for a benchDone never set.
+// began, and bench/runners/run.mjs waited out its hour for a benchDone never set.
 test("the benchmark page ends an autorun with the reason when models.json is missing", { timeout: 120_000 }, async () => {
   const server = await serve(0);
   const browser = await launch({ webgpu: false });
   try {
     const page = await browser.newPage();
     await page.route("**/models.json", (r) => r.fulfill({ status: 404, body: "not found" }));
-    await page.goto(`http://127.0.0.1:${server.address().port}/bench/?model=${MODEL}&backend=wasm&autorun=1`);
+    await page.goto(`http://127.0.0.1:${server.address().port}/bench/page/?model=${MODEL}&backend=wasm&autorun=1`);
     await page.waitForFunction(() => window.benchDone === true, null, { timeout: 60_000 });
     assert.match(await page.evaluate(() => window.benchError), /^\/models\.json: HTTP 404; write it with `readout catalog/);
     assert.ok(await page.isVisible("#error"), "the page shows the reason");

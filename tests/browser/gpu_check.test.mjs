@@ -1,4 +1,4 @@
-// The real-GPU check (bench/gpu_bundle.sh + bench/gpu_check.sh), run here the
+// The real-GPU check (bench/runners/gpu_bundle.sh + bench/runners/gpu_check.sh), run here the
 // only way it can be: on SwiftShader, with the tiny q4 model. The bundle is cut
 // into small parts and each part is staged alone, as each call to a lent
 // machine carries one; then the check runs from the stage with the bundled
@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { ROOT, TINY, OUT } from "./lib.mjs";
 
 const WORK = join(OUT, "gpu-check");
-// The keys a result of bench/gpu_check.sh carries, on a GPU or not.
+// The keys a result of bench/runners/gpu_check.sh carries, on a GPU or not.
 export const TOP_KEYS = ["adapter", "allowed_mass", "emulated", "gpu_check", "lengths", "model", "backend", "prefix_tokens", "ratios", "runner", "shader_f16", "variants"];
 export const VARIANT_KEYS = ["backend", "bytes_read_back", "fit", "id", "median_ms", "probs", "readout", "samples_ms", "variant"];
 export const CHECK_KEYS = ["chromium", "flag_set", "flags", "probes", "wall_s"];
@@ -27,7 +27,7 @@ export function assertShape(r) {
   for (const k of TOP_KEYS) assert.ok(k in r, `result has no "${k}"`);
   for (const k of CHECK_KEYS) assert.ok(k in r.gpu_check, `gpu_check has no "${k}"`);
   assert.equal(r.backend, "webgpu");
-  assert.equal(r.runner, "bench/gpu_check.sh");
+  assert.equal(r.runner, "bench/runners/gpu_check.sh");
   assert.deepEqual(r.variants.map((v) => v.variant), ["stock", "trimmed", "pruned"]);
   for (const v of r.variants) {
     for (const k of VARIANT_KEYS) assert.ok(k in v, `${v.id} has no "${k}"`);
@@ -47,7 +47,7 @@ test("the GPU check on SwiftShader: bundle in parts, staged one by one, same JSO
   mkdirSync(WORK, { recursive: true });
   const bundle = join(WORK, "bundle");
   const stage = join(WORK, "stage");
-  const b = run(["bench/gpu_bundle.sh", "--model", TINY, "--out", bundle, "--part-mb", "160", "--xz-level", "none"]);
+  const b = run(["bench/runners/gpu_bundle.sh", "--model", TINY, "--out", bundle, "--part-mb", "160", "--xz-level", "none"]);
   assert.equal(b.code, 0, b.err);
   const parts = readdirSync(bundle).filter((d) => /^p\d\d$/.test(d)).sort();
   assert.ok(parts.length >= 2, `a bundle of ${parts.length} part(s): the test wants several`);
@@ -55,7 +55,7 @@ test("the GPU check on SwiftShader: bundle in parts, staged one by one, same JSO
   // a folder it did not write is refused and left as it was.
   const foreign = join(WORK, "foreign");
   mkdirSync(foreign);
-  const f = run(["bench/gpu_bundle.sh", "--model", TINY, "--out", foreign, "--xz-level", "none"]);
+  const f = run(["bench/runners/gpu_bundle.sh", "--model", TINY, "--out", foreign, "--xz-level", "none"]);
   assert.equal(f.code, 1);
   assert.match(f.err, /not a bundle this script wrote/);
   assert.deepEqual(readdirSync(foreign), []);
@@ -66,11 +66,11 @@ test("the GPU check on SwiftShader: bundle in parts, staged one by one, same JSO
     const carry = join(WORK, `carry-${p}`);
     mkdirSync(carry);
     symlinkSync(join(bundle, p), join(carry, p));
-    const s = run(["bench/gpu_check.sh", "--stage-only", "--bundle", carry], env);
+    const s = run(["bench/runners/gpu_check.sh", "--stage-only", "--bundle", carry], env);
     assert.equal(s.code, 0, s.err);
     assert.match(s.err, new RegExp(`bundle parts in .*: ${i + 1} of ${parts.length}`));
     if (i === 0) {
-      const early = run(["bench/gpu_check.sh", "--bundle", carry, "--out", join(WORK, "early.json")], env);
+      const early = run(["bench/runners/gpu_check.sh", "--bundle", carry, "--out", join(WORK, "early.json")], env);
       assert.equal(early.code, 1);
       assert.match(early.err, /missing: p02/);
     }
@@ -78,7 +78,7 @@ test("the GPU check on SwiftShader: bundle in parts, staged one by one, same JSO
   const out = join(WORK, "result.json");
   const empty = join(WORK, "empty");
   mkdirSync(empty);
-  const c = run(["bench/gpu_check.sh", "--bundle", empty, "--model", TINY, "--lengths", "1,8", "--runs", "1", "--warmup", "0",
+  const c = run(["bench/runners/gpu_check.sh", "--bundle", empty, "--model", TINY, "--lengths", "1,8", "--runs", "1", "--warmup", "0",
     "--prefix", "24", "--timeout-s", "1500", "--no-modes", "--out", out], env);
   assert.equal(c.code, 0, c.err.slice(-3000));
   // What the page fetches besides the package and models: the modes section's example state.
@@ -98,7 +98,7 @@ test("the GPU check on SwiftShader: bundle in parts, staged one by one, same JSO
     assert.ok(d <= 1e-4, `${v.variant} vs stock on SwiftShader: max |Δp| ${d}`);
   }
   // A model with float16 activations is refused on an adapter without shader-f16.
-  const f16 = run(["bench/gpu_check.sh", "--bundle", empty, "--model", "smollm2-135m-instruct-q4f16", "--out", join(WORK, "f16.json")], env);
+  const f16 = run(["bench/runners/gpu_check.sh", "--bundle", empty, "--model", "smollm2-135m-instruct-q4f16", "--out", join(WORK, "f16.json")], env);
   assert.equal(f16.code, 5, f16.err.slice(-2000));
   assert.match(f16.err, /no shader-f16: nothing to run/);
   assert.ok(!existsSync(join(WORK, "f16.json")));

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use readout::core::fixture::{Criterion, OptionSpec, StateSpec};
+use readout::core::spec::criteria::{Criterion, OptionSpec, StateSpec};
 use readout::engine::Engine;
 use readout::model_dir::open_engine;
 use readout::runtime::native::{NativeOptions, NativeRuntime};
@@ -64,7 +64,7 @@ pub fn state(evidence: &str) -> StateSpec {
 pub fn fixture() -> Vec<StateSpec> {
     let text = std::fs::read_to_string(root().join("tests/fixtures/authored.jsonl"))
         .expect("tests/fixtures/authored.jsonl");
-    readout::core::fixture::parse_jsonl(&text).expect("fixture parses")
+    readout::core::spec::criteria::parse_jsonl(&text).expect("fixture parses")
 }
 
 /// Copies a model directory (graph, data, config, tokenizer) to a fresh temp dir.
@@ -165,7 +165,7 @@ pub fn built_model(id: &str) -> Option<PathBuf> {
 /// (kv heads, head dim) from a model directory's config.json.
 pub fn kv_dims(dir: &Path) -> [usize; 2] {
     let text = std::fs::read_to_string(dir.join("config.json")).unwrap();
-    let c = readout::core::config::ModelConfig::parse(&text).unwrap();
+    let c = readout::core::model::config::ModelConfig::parse(&text).unwrap();
     c.kv_dims()
 }
 

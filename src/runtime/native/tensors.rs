@@ -4,7 +4,7 @@ use half::f16;
 use ort::value::{DynValue, Tensor, TensorElementType, ValueType};
 
 use super::{run_err, Dtype, RuntimeError};
-use crate::core::logits::Logits;
+use crate::core::read::logits::Logits;
 
 pub(super) fn dtype_of(ty: &ValueType, name: &str) -> Result<(Dtype, Vec<i64>), RuntimeError> {
     match ty {

@@ -89,7 +89,7 @@ impl Runtime for OwnRuntime {
             .ok_or_else(|| RuntimeError::Run("no logits".into()))?;
         let width = *lg.dims.last().unwrap_or(&0);
         let data = match lg.data {
-            crate::core::logits::LogitsData::F32(d) => d,
+            crate::core::read::logits::LogitsData::F32(d) => d,
             _ => return Err(RuntimeError::Run("packed logits are not float32".into())),
         };
         if lg.dims != [1, pack.rows.len(), width] {

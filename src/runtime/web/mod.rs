@@ -24,8 +24,8 @@ use super::{
     Dtype, Gathered, ReadSpec, RowRead, RunOutput, Runtime, RuntimeError, Signature, Step,
     HIDDEN_OUTPUT,
 };
-use crate::core::logits::Logits;
-use crate::core::readout::{from_gathered, HeadColumns};
+use crate::core::read::logits::Logits;
+use crate::core::read::slots::{from_gathered, HeadColumns};
 use crate::gpu::web::SharedDevice;
 use crate::gpu::{GpuReadout, RowTask};
 

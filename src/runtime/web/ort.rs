@@ -9,7 +9,7 @@ use js_sys::{Array, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
-#[wasm_bindgen(module = "/src/runtime/web/ort_modules.js")]
+#[wasm_bindgen(module = "/js/ort_modules.js")]
 extern "C" {
     #[wasm_bindgen(js_name = ortModule)]
     fn ort_module(backend: &str) -> Promise;

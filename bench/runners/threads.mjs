@@ -1,0 +1,92 @@
+// The browser's CPU path against its goals (issue "our own int4 CPU runtime"),
+// every figure from this one invocation: the logit_cost sweep and the
+// 256-token prefill of
+//   - our runtime in Chromium, single-thread build (1 thread),
+//   - our runtime in Chromium, threaded build (N threads),
+//   - onnxruntime-web's WASM backend on the float32 variant (N threads),
+//   - native ONNX Runtime on every variant (N threads), and our runtime natively,
+// then the goals' ratios. Writes bench/results/<date>-threads-<model>.json.
+//
+//   node bench/runners/threads.mjs [--model smollm2-135m-instruct] [--threads 2]
+//        [--lengths 1,8,32,64] [--runs 3] [--no-ort-web] [--out FILE]
+import { mkdirSync, statSync, writeFileSync } from "node:fs";
+import { cpus } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { flagOption, option } from "../../scripts/browser.mjs";
+import { ROOT } from "../../scripts/serve.mjs";
+import { cost45, fitRatio, maxAbsDiff, TYPICAL } from "../page/compare.mjs";
+import { nativeSweep } from "./native_sweep.mjs";
+import { runBench } from "./run.mjs";
+
+const a = process.argv.slice(2);
+const take = (k, d) => option(a, k, d);
+const flag = (k) => flagOption(a, k);
+const base = take("--model", "smollm2-135m-instruct");
+const threads = Number(take("--threads", 2));
+const lengths = take("--lengths", "1,8,32,64");
+const runs = Number(take("--runs", 3));
+const ortWeb = !flag("--no-ort-web");
+const outArg = take("--out", undefined);
+if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
+
+const log = (l) => console.error(l);
+const common = { lengths, runs, warmup: 1, prefix: 256, options: 4, variants: "stock", native: false, transformers: false, mass: false, modes: false, timeoutS: 3600 };
+
+/** One browser sweep, reduced to what the goals read. */
+async function browser(label, o) {
+  log(`[threads] ${label}`);
+  const r = await runBench({ ...common, ...o });
+  const v = r.variants[0];
+  return {
+    label, model: o.model, backend: o.backend, build: o.build, threads_asked: o.threads, threads: v.threads, runtime: v.runtime, readout: v.readout,
+    backend_reason: v.backend_reason, load_ms: v.load_ms, prefill_ms: v.prefill_ms, prefill_tokens_per_s: (256 / v.prefill_ms) * 1e3,
+    median_ms: v.median_ms, fit: v.fit, ms_at_45: cost45(v.fit), probs: v.probs, page: r,
+  };
+}
+
+
+const q4f16 = `${base}-q4f16`;
+const runsOut = [];
+runsOut.push(await browser(`browser cpu, single-thread build, 1 thread (${q4f16})`, { model: q4f16, backend: "cpu", build: "single", threads: 1 }));
+runsOut.push(await browser(`browser cpu, threaded build, ${threads} threads (${q4f16})`, { model: q4f16, backend: "cpu", build: "threads", threads }));
+if (ortWeb) runsOut.push(await browser(`browser onnxruntime-web wasm, ${threads} threads (${base}-fp32)`, { model: `${base}-fp32`, backend: "wasm", build: "single", threads }));
+const sweep = { lengths, runs, threads, log };
+const ort = nativeSweep("ort", [`${base}-q4f16`, `${base}-q4`, `${base}-fp32`], sweep);
+const own = nativeSweep("own", [q4f16], sweep);
+const [single, threaded, web] = runsOut;
+const fastestNative = ort.reduce((b, v) => (v.fit.per_token_ms < b.fit.per_token_ms ? v : b));
+const download = ["model.onnx", "model.onnx.data"].reduce((s, f) => {
+  try {
+    return s + statSync(join(ROOT, "models", q4f16, f)).size;
+  } catch {
+    return s;
+  }
+}, 0);
+const goals = {
+  per_token_vs_fastest_native: { value: threaded.fit.per_token_ms / fastestNative.fit.per_token_ms, goal: "<= 1.5", fastest_native: fastestNative.model },
+  faster_than_ort_web_at_45: web ? { value: fitRatio(web.fit, threaded.fit), goal: ">= 4" } : null,
+  prefill_tokens_per_s: { value: threaded.prefill_tokens_per_s, goal: ">= 300" },
+  download_mb: { value: download / 1e6, goal: "<= 100", file: q4f16 },
+};
+const result = {
+  study: "threads", date: new Date().toISOString().slice(0, 10), model: base, threads, lengths: lengths.split(",").map(Number), runs, typical_tokens: TYPICAL,
+  runs_measured: runsOut.map(({ page, ...r }) => r), native: [...ort, ...own], goals,
+  threaded_over_single_at_45: fitRatio(single.fit, threaded.fit),
+  threaded_over_single_per_token: single.fit.per_token_ms / threaded.fit.per_token_ms,
+  max_abs_dp: {
+    threaded_vs_single_build: Math.max(...threaded.probs.map((p, i) => maxAbsDiff(p, single.probs[i]))),
+    threaded_vs_native_own: Math.max(...threaded.probs.map((p, i) => maxAbsDiff(p, own[0].probs[i]))),
+  },
+  browser: single.page.browser, cross_origin_isolated: threaded.page.cross_origin_isolated,
+  // Runs on different hosts differ by more than their noise; say which.
+  machine: { cpus: cpus().length, model: cpus()[0]?.model },
+};
+const out = outArg ?? join(ROOT, "bench", "results", `${result.date}-threads-${base}.json`);
+mkdirSync(dirname(resolve(out)), { recursive: true });
+writeFileSync(out, JSON.stringify(result, null, 2) + "\n");
+for (const r of [...result.runs_measured, ...result.native]) {
+  console.log(`${r.label}: ${r.fit.fixed_ms.toFixed(1)} ms + ${r.fit.per_token_ms.toFixed(2)} ms/token, ${r.ms_at_45.toFixed(1)} ms at 45, prefill ${r.prefill_tokens_per_s.toFixed(0)} tokens/s`);
+}
+for (const [k, g] of Object.entries(goals)) if (g) console.log(`${k}: ${g.value.toFixed(2)} (goal ${g.goal})`);
+console.log(`threaded over single: ${result.threaded_over_single_at_45.toFixed(2)}× at 45 tokens, ${result.threaded_over_single_per_token.toFixed(2)}× per token; max |Δp| vs single build ${result.max_abs_dp.threaded_vs_single_build.toExponential(1)}`);
+log(`[threads] wrote ${out}`);

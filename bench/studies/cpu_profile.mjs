@@ -1,0 +1,152 @@
+// Where the cpu backend's time goes in Chromium: the sampling profiler (CDP
+// Profiler domain) over our own kernels in wasm, on one thread (the page's
+// own, so every sample is seen), while it scores the criteria of the
+// authored states. Self time is summed per function and per part of the
+// runtime. The native counterpart is `perf record` on `readout sweep
+// --runtime own` (docs/measurements.md).
+//
+//   node bench/studies/cpu_profile.mjs [--model smollm2-135m-instruct-q4f16]
+//        [--build single|threads] [--wasm FILE] [--states 2] [--rounds 3]
+//        [--threads 1] [--out FILE]
+//
+// --build threads (the default): the threaded build (relaxed SIMD) at one
+// thread; --build single: the single-thread SIMD128 build. The package's
+// copies have lost their names to wasm-opt, so this binds the build as
+// cargo last left it (the same code from LLVM, not shrunk by binaryen;
+// scripts/build_pkg.sh builds the diagnostics variant last) into
+// target/bench/pkg-profile[-threads]/ first. --wasm names another build of
+// the same kind to bind instead (two builds profiled in turn: an A/B in
+// Chromium). --threads N (threaded build only): the kernels split over the
+// page's thread and N - 1 workers; the time per criterion is then the
+// 2-thread figure an A/B wants, but the profiler samples the page's thread
+// only, so the parts leave out the workers' share.
+// Needs `bash scripts/build_pkg.sh` run before and the model under models/.
+// Writes bench/results/<date>-cpu-profile-<model>.json unless --out says.
+import { execFileSync } from "node:child_process";
+import { existsSync, statSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { serve, ROOT } from "../../scripts/serve.mjs";
+import { launch } from "../../scripts/chromium.mjs";
+import { option, sampled, selfTimes } from "../../scripts/browser.mjs";
+import { eightCriteriaStates } from "../runners/pack_common.mjs";
+
+function parseArgs(argv) {
+  const a = [...argv];
+  const take = (k, d) => option(a, k, d);
+  const o = {
+    model: take("--model", "smollm2-135m-instruct-q4f16"),
+    states: Number(take("--states", 2)),
+    rounds: Number(take("--rounds", 3)),
+    build: take("--build", "threads"),
+    wasm: take("--wasm", undefined),
+    out: take("--out", undefined),
+    threads: Number(take("--threads", 1)),
+  };
+  if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
+  if (!["single", "threads"].includes(o.build)) throw new Error(`--build: ${o.build} is not single or threads`);
+  if (o.threads > 1 && o.build !== "threads") throw new Error(`--threads ${o.threads} needs --build threads`);
+  for (const k of ["states", "rounds", "threads"]) {
+    if (!(Number.isInteger(o[k]) && o[k] >= 1)) throw new Error(`--${k}: ${o[k]} is not a positive integer`);
+  }
+  if (!existsSync(join(ROOT, "models", o.model, "model.onnx"))) throw new Error(`models/${o.model} is not built`);
+  return o;
+}
+
+// The parts of the runtime, by the Rust path in a function's name; the
+// first that matches takes the function.
+const PARTS = [
+  ["int8 products (quantise, group_rows, columns)", /kernels::simd|kernels::q4|quantis/],
+  ["attention (scores, softmax, weighted values, rotary)", /kernels::attention|kernels::exp/],
+  ["allocation and copies", /dlmalloc|alloc::|memset|memcpy|memmove|__rdl_|__rust_(alloc|dealloc|realloc)|raw_vec/],
+  ["element-wise, norms, shapes", /kernels::ops/],
+  ["interpreter", /kernels::program|kernels::tensor|kernels::par/],
+  ["engine and readout", /readout\[[0-9a-f]+\]::(engine|core|runtime|bindings)/],
+];
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  const states = eightCriteriaStates().slice(0, o.states);
+  const threads = o.build === "threads";
+  const cargoOut = threads ? "target/threads/wasm32-unknown-unknown/release/readout.wasm" : "target/wasm32-unknown-unknown/release/readout.wasm";
+  const wasm = o.wasm ? resolve(o.wasm) : join(ROOT, cargoOut);
+  if (!existsSync(wasm)) throw new Error(`${wasm} is missing: run bash scripts/build_pkg.sh`);
+  const dir = threads ? "target/bench/pkg-profile-threads" : "target/bench/pkg-profile";
+  execFileSync("wasm-bindgen", ["--target", "web", "--out-dir", join(ROOT, dir), "--out-name", "readout", wasm], { stdio: "inherit" });
+  const module = `/${dir}/readout.js`;
+  const kind = threads ? "the threaded build (relaxed SIMD)" : "the single-thread build";
+  const build = `${kind}, ${wasm} (${statSync(wasm).mtime.toISOString()}), bound by wasm-bindgen without wasm-opt, ${o.threads} thread${o.threads === 1 ? "" : "s"}`;
+  const server = await serve(0);
+  const base = `http://127.0.0.1:${server.address().port}`;
+  const browser = await launch({ webgpu: false });
+  let doc;
+  try {
+    const page = await browser.newPage();
+    await page.goto(`${base}/pkg/package.json`);
+    const runtime = await page.evaluate(
+      async ({ source, states, module, threads }) => {
+        const { default: init, Engine } = await import(module);
+        await init();
+        const engine = await Engine.load(source, { backend: "cpu", threads });
+        const prefilled = [];
+        for (const s of states) prefilled.push([await engine.prefill(s), s.criteria]);
+        // One warm call per state before the profiler starts.
+        for (const [st, cs] of prefilled) await st.scoreAll(cs);
+        window.round = async () => {
+          let criteria = 0;
+          for (const [st, cs] of prefilled) criteria += (await st.scoreAll(cs)).length;
+          return criteria;
+        };
+        return engine.info().runtime;
+      },
+      { source: `/models/${o.model}/`, states, module, threads: o.threads },
+    );
+    const { result: timed, profile } = await sampled(page, 500, async (rounds) => {
+      const t = performance.now();
+      let criteria = 0;
+      for (let i = 0; i < rounds; i++) criteria += await window.round();
+      return { ms: performance.now() - t, criteria };
+    }, o.rounds);
+    const self = selfTimes(profile);
+    const total = Object.values(self).reduce((a, b) => a + b, 0);
+    const parts = Object.fromEntries([...PARTS.map(([k]) => [k, 0]), ["everything else (JS, idle, unnamed)", 0]]);
+    for (const [name, ms] of Object.entries(self)) {
+      const part = PARTS.find(([, re]) => re.test(name));
+      parts[part ? part[0] : "everything else (JS, idle, unnamed)"] += ms;
+    }
+    const pct = (ms) => +((ms / total) * 100).toFixed(1);
+    // Names without their crate hash, so two builds' profiles compare.
+    const short = (name) => name.replace(/\[[0-9a-f]{16}\]/g, "");
+    doc = {
+      benchmark: "cpu_profile",
+      what: `Chromium sampling profiler (0.5 ms) over the cpu backend (our kernels in wasm, ${o.threads} thread${o.threads === 1 ? "" : "s"}; the page's thread sampled) while scoreAll scores each state's criteria (letters, packed); self time in percent of samples`,
+      date: new Date().toISOString().slice(0, 10),
+      model: o.model,
+      runtime,
+      build,
+      threads: o.threads,
+      states: states.length,
+      rounds: o.rounds,
+      criteria: timed.criteria,
+      ms_per_criterion: +(timed.ms / timed.criteria).toFixed(1),
+      sampled_ms: +total.toFixed(0),
+      parts: Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, pct(v)])),
+      top: Object.entries(self)
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 20)
+        .map(([k, v]) => [short(k), pct(v)]),
+    };
+  } finally {
+    await browser.close();
+    server.close();
+  }
+  const out = o.out ?? join(ROOT, "bench", "results", `${doc.date}-cpu-profile-${o.model}-${o.build}.json`);
+  if (!o.out && existsSync(out)) throw new Error(`${out} exists: pass --out to write elsewhere`);
+  writeFileSync(out, JSON.stringify(doc, null, 2) + "\n");
+  for (const [k, v] of Object.entries(doc.parts)) console.error(`cpu_profile: ${v.toFixed(1).padStart(5)} %  ${k}`);
+  console.error(`cpu_profile: ${doc.ms_per_criterion} ms per criterion; wrote ${out}`);
+}
+
+main().catch((e) => {
+  console.error(`cpu_profile: ${e.stack ?? e}`);
+  process.exit(1);
+});

@@ -1,0 +1,69 @@
+//! From what the caller names (`models.json#id` or a model directory URL)
+//! to the backend chosen and the files fetched, with progress and integrity
+//! checks.
+
+use super::choose;
+use super::error::LoadError;
+use super::fetch::{fetch_text, resolve as resolve_url, Progress};
+use super::files::{dir_files, entry_files, Files};
+use crate::core::model::backend_choice::{choose, Choice, Chosen, Gpu, Model, Requested};
+use crate::core::model::models_json::Catalog;
+
+/// The entry (or directory) `source` names, the backend it runs on, and its
+/// files, downloaded.
+pub(super) async fn resolve(
+    source: &str,
+    requested: Requested,
+    gpu: &Gpu,
+    progress: Progress<'_>,
+) -> Result<(Choice, Files), LoadError> {
+    match source.split_once('#') {
+        Some((cat, id)) => {
+            let cat_url = resolve_url(cat, "")?;
+            let text = fetch_text(&cat_url, "models.json", false)
+                .await?
+                .unwrap_or_default();
+            let catalog = Catalog::parse(&text)?;
+            let entry = catalog.find(id)?;
+            let choice = choose(
+                requested,
+                gpu,
+                &Model {
+                    id: &entry.id,
+                    needs_f16: entry.needs_f16(),
+                    wasm_variant: entry.wasm_variant.as_deref(),
+                    int4: entry.int4(),
+                },
+            )?;
+            let chosen = catalog.find(&choice.model)?;
+            if choice.backend == Chosen::Cpu {
+                // The catalog says how large the graph is: a model our
+                // runtime could not hold is refused before its download.
+                let bytes = chosen
+                    .files
+                    .iter()
+                    .filter(|f| matches!(f.role.as_str(), "graph" | "external_data"))
+                    .map(|f| f.bytes)
+                    .sum();
+                crate::runtime::own::check_files_fit(bytes, crate::runtime::own::WEIGHT_LIMIT)?;
+            }
+            let mut files = entry_files(chosen, &cat_url, progress).await?;
+            files.readout = chosen.readout;
+            Ok((choice, files))
+        }
+        None => {
+            let base = resolve_url(
+                &if source.ends_with('/') {
+                    source.to_string()
+                } else {
+                    format!("{source}/")
+                },
+                "",
+            )?;
+            let first = choose::for_dir(source, requested, gpu)?;
+            let files = dir_files(&base, progress).await?;
+            let choice = choose::for_fetched_dir(source, requested, gpu, first, &files)?;
+            Ok((choice, files))
+        }
+    }
+}

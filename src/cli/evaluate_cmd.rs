@@ -1,0 +1,222 @@
+//! `readout evaluate`: a fixture through the engine, metrics per family.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::cli::readout_args::ReadoutArgs;
+use crate::cli::CliError;
+use crate::core::eval::metrics::{calibrate, report, Calibration, Report, Scored};
+use crate::core::read::decision::Decision;
+use crate::core::spec::criteria::parse_states;
+use crate::core::spec::mode::PromptStyle;
+use crate::engine::ScoreOptions;
+use crate::model_dir::open_host_engine;
+use crate::model_dir::HostOptions;
+
+#[derive(Serialize)]
+struct Row {
+    state: String,
+    family: String,
+    gold: Option<String>,
+    decision: Decision,
+}
+
+#[derive(Serialize)]
+struct EvalReport {
+    model: String,
+    runtime: String,
+    fixture: String,
+    options: ScoreOptions,
+    prompt: PromptStyle,
+    states: usize,
+    /// Scoring time (prefills excluded, baselines included) per criterion.
+    ms_per_criterion: f64,
+    /// Content-free baselines computed in this run.
+    baselines_computed: u64,
+    criteria: usize,
+    seconds: f64,
+    load_seconds: f64,
+    report: Report,
+    calibration: Option<Calibration>,
+    rows: Vec<Row>,
+}
+
+pub fn run(
+    fixture: &Path,
+    model: &Path,
+    readout: &ReadoutArgs,
+    out: Option<PathBuf>,
+    opts: &HostOptions,
+) -> Result<(), CliError> {
+    let text = std::fs::read_to_string(fixture).map_err(|e| CliError::file(fixture, e))?;
+    let states = parse_states(&text).map_err(|e| CliError::file(fixture, e))?;
+    let total: usize = states.iter().map(|s| s.criteria.len()).sum();
+    if total == 0 {
+        return Err(CliError::Usage(format!(
+            "{}: no criteria to evaluate",
+            fixture.display()
+        )));
+    }
+    // Without a gold answer every metric is 0.000, which reads like a result.
+    if !states
+        .iter()
+        .flat_map(|s| &s.criteria)
+        .any(|c| c.answer.is_some())
+    {
+        return Err(CliError::NoAnswers {
+            path: fixture.display().to_string(),
+        });
+    }
+    let model_dir = crate::model_dir::resolve(model)?;
+    let out = match out {
+        Some(o) => o,
+        None => {
+            let id = crate::model_dir::ModelDir::open(&model_dir)?.model_id;
+            let stem = fixture
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let tag = readout.tag();
+            PathBuf::from("reports").join(format!("evaluate-{id}-{stem}-{tag}.json"))
+        }
+    };
+    check_writable(&out)?;
+    let t_load = Instant::now();
+    let mut engine = open_host_engine(&model_dir, opts)?;
+    let load_seconds = t_load.elapsed().as_secs_f64();
+    let info = engine.info();
+    eprintln!(
+        "readout: {} loaded in {load_seconds:.1}s; convention {:?} proven",
+        info.model_id, info.proof.convention
+    );
+
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} criteria  eta {eta}  {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let so = readout.score_options();
+    let t0 = Instant::now();
+    let mut rows = Vec::with_capacity(total);
+    let mut scored = Vec::new();
+    let mut score_ms = 0.0;
+    pollster::block_on(async {
+        for s in &states {
+            bar.set_message(s.id.clone());
+            let id = engine.prefill_with(s, readout.head_style()).await?;
+            // A state's criteria go together, so a runtime that packs
+            // branches runs them (and their rotations) in one pass.
+            let decisions = engine.score_all(id, &s.criteria, &so).await?;
+            for (c, d) in s.criteria.iter().zip(decisions) {
+                score_ms += d.ms;
+                if let Some(gold) = c.answer_index() {
+                    scored.push(Scored {
+                        family: c.family.clone(),
+                        gold,
+                        gold_class: c.options[gold].id.clone(),
+                        probs: d.p(),
+                        order_unstable: d.order_unstable.unwrap_or(false),
+                    });
+                }
+                rows.push(Row {
+                    state: s.id.clone(),
+                    family: c.family.clone(),
+                    gold: c.answer.clone(),
+                    decision: d,
+                });
+                bar.inc(1);
+            }
+            engine.dispose(id)?;
+        }
+        Ok::<(), CliError>(())
+    })?;
+    bar.finish_and_clear();
+    let seconds = t0.elapsed().as_secs_f64();
+    let rep = report(&scored);
+    print_table(&rep, &readout.tag(), seconds, scored.len());
+
+    let r = EvalReport {
+        model: info.model_id.clone(),
+        runtime: info.runtime.clone(),
+        fixture: fixture.display().to_string(),
+        options: so,
+        prompt: readout.prompt,
+        states: states.len(),
+        ms_per_criterion: score_ms / total as f64,
+        baselines_computed: engine.baselines_computed(),
+        criteria: total,
+        seconds,
+        load_seconds,
+        calibration: calibrate(&scored),
+        report: rep,
+        rows,
+    };
+    let json = serde_json::to_string_pretty(&r).map_err(|e| CliError::file(&out, e))?;
+    std::fs::write(&out, json).map_err(|e| CliError::file(&out, e))?;
+    eprintln!("readout: report written to {}", out.display());
+    Ok(())
+}
+
+/// Fails now, not after the whole run, when the report cannot be written:
+/// its directory is created and the file opened for writing (an existing
+/// report without truncating it; a new one is removed again).
+fn check_writable(out: &Path) -> Result<(), CliError> {
+    let refuse = |message: String| CliError::OutUnwritable {
+        path: out.display().to_string(),
+        message,
+    };
+    if out.is_dir() {
+        return Err(refuse("is a directory".into()));
+    }
+    if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| refuse(format!("{}: {e}", dir.display())))?;
+    }
+    let existed = out.exists();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(out)
+        .map_err(|e| refuse(e.to_string()))?;
+    if !existed {
+        std::fs::remove_file(out).map_err(|e| refuse(e.to_string()))?;
+    }
+    Ok(())
+}
+
+fn print_table(r: &Report, tag: &str, seconds: f64, scored: usize) {
+    println!(
+        "{:<12} {:>4} {:>8} {:>8} {:>7} {:>7} {:>7} {:>9}",
+        "family", "n", "acc", "bal.acc", "ECE", "Brier", "NLL", "unstable"
+    );
+    let line = |name: &str, s: &crate::core::eval::metrics::Summary| {
+        println!(
+            "{:<12} {:>4} {:>8.3} {:>8.3} {:>7.3} {:>7.3} {:>7.3} {:>9}",
+            name, s.n, s.accuracy, s.balanced_accuracy, s.ece, s.brier, s.nll, s.order_unstable
+        )
+    };
+    for (f, s) in &r.families {
+        line(f, s);
+    }
+    line("overall", &r.overall);
+    println!("mean family balanced accuracy {:.3}  ({scored} criteria with answers, {tag}, {seconds:.1}s)", r.mean_family_balanced_accuracy);
+    let share = |v: &[f64]| {
+        v.iter()
+            .map(|x| format!("{x:.2}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!(
+        "picked by position {}  gold {}  max picked/gold {}",
+        share(&r.positions.picked),
+        share(&r.positions.gold),
+        r.positions
+            .max_pick_over_gold
+            .map_or("unbounded".to_string(), |x| format!("{x:.2}"))
+    );
+}

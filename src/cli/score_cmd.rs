@@ -1,0 +1,97 @@
+//! `readout score`: one state, every criterion, decisions as JSON.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::cli::readout_args::ReadoutArgs;
+use crate::cli::CliError;
+use crate::core::read::decision::Decision;
+use crate::core::spec::criteria::{parse_states, StateSpec};
+
+use crate::model_dir::open_host_engine;
+use crate::model_dir::HostOptions;
+
+#[derive(Serialize)]
+struct Check {
+    /// max |Δp| between the cached-prefix decision and one uncached forward, over every option of every criterion.
+    max_abs_dp: f64,
+    argmax_changed: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct Output<'a> {
+    model: &'a str,
+    state: &'a str,
+    head_tokens: usize,
+    convention: crate::engine::convention::Convention,
+    decisions: Vec<Decision>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    check: Option<Check>,
+}
+
+/// The state to score: the file's only one, or `index` of several.
+pub fn read_state(path: &Path, index: Option<usize>) -> Result<StateSpec, CliError> {
+    let text = std::fs::read_to_string(path).map_err(|e| CliError::file(path, e))?;
+    let mut states = parse_states(&text).map_err(|e| CliError::file(path, e))?;
+    let count = states.len();
+    let p = path.display().to_string();
+    match index {
+        _ if count == 0 => Err(CliError::file(path, "holds no state")),
+        None if count == 1 => Ok(states.swap_remove(0)),
+        None => Err(CliError::ManyStates { path: p, count }),
+        Some(i) if i < count => Ok(states.swap_remove(i)),
+        Some(index) => Err(CliError::StateIndex {
+            path: p,
+            index,
+            count,
+        }),
+    }
+}
+
+pub fn run(
+    model: &Path,
+    state_path: &Path,
+    index: Option<usize>,
+    readout: &ReadoutArgs,
+    check: bool,
+    opts: &HostOptions,
+) -> Result<(), CliError> {
+    let state = read_state(state_path, index)?;
+    let mut engine = open_host_engine(&crate::model_dir::resolve(model)?, opts)?;
+    let so = readout.score_options();
+    pollster::block_on(async {
+        let id = engine.prefill_with(&state, readout.head_style()).await?;
+        let decisions = engine.score_all(id, &state.criteria, &so).await?;
+        let check = if check {
+            let mut max_abs_dp: f64 = 0.0;
+            let mut argmax_changed = Vec::new();
+            for (c, d) in state.criteria.iter().zip(&decisions) {
+                let r = engine.score_uncached(id, c, &so).await?;
+                for (a, b) in d.p().iter().zip(r.p()) {
+                    max_abs_dp = max_abs_dp.max((a - b).abs());
+                }
+                if r.answer != d.answer {
+                    argmax_changed.push(c.id.clone());
+                }
+            }
+            Some(Check {
+                max_abs_dp,
+                argmax_changed,
+            })
+        } else {
+            None
+        };
+        let out = Output {
+            model: &engine.info().model_id,
+            state: &state.id,
+            head_tokens: engine.head_tokens(id)?,
+            convention: engine.convention(),
+            decisions,
+            check,
+        };
+        println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
+        engine.dispose(id)?;
+        Ok(())
+    })
+}
