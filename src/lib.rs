@@ -14,6 +14,7 @@ pub mod engine;
 pub mod gpu;
 pub mod kernels;
 pub mod onnx_pb;
+pub mod platform;
 pub mod runtime;
 
 #[cfg(target_arch = "wasm32")]
@@ -32,3 +33,25 @@ pub mod fuzz;
 pub mod host;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod model_dir;
+
+// The product, re-exported where a user looks first: the engine and its
+// assets and options, a state and its criteria, a decision, and every
+// layer's error. Tests and benches name these through this facade; the
+// modules stay public for the tools and tests of each layer's internals.
+pub use crate::core::read::debias::Debias;
+pub use crate::core::read::decision::{Decision, OptionProb};
+pub use crate::core::spec::criteria::{Criterion, OptionSpec, StateSpec};
+pub use crate::core::spec::mode::{
+    Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice,
+};
+pub use crate::core::{CoreError, ErrorInfo};
+pub use crate::engine::{Engine, EngineError, EngineInfo, ModelAssets, ScoreOptions, StateId};
+#[cfg(not(target_arch = "wasm32"))]
+pub use crate::export::ExportError;
+pub use crate::gpu::GpuError;
+pub use crate::kernels::{KernelError, OpError, Precision};
+#[cfg(not(target_arch = "wasm32"))]
+pub use crate::model_dir::{
+    open_engine, open_host_engine, HostEngine, HostOptions, ModelDir, RuntimeKind,
+};
+pub use crate::runtime::{Runtime, RuntimeError};

@@ -7,10 +7,10 @@ mod common;
 
 use common::*;
 use readout::core::read::cloze_math::cloze_probs;
-use readout::core::read::debias::Debias;
-use readout::core::spec::criteria::Criterion;
-use readout::core::spec::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
-use readout::engine::{EngineError, ScoreOptions};
+use readout::Criterion;
+use readout::Debias;
+use readout::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
+use readout::{EngineError, ScoreOptions};
 
 const EVIDENCE: &str = "The invoice was paid in full on 3 March. The customer asked for a refund on the shipping fee, which was granted.";
 
@@ -64,8 +64,7 @@ fn cached_equals_uncached(model: &str, prompt: PromptStyle) {
 
 fn cached_equals_uncached_in(dir: &std::path::Path, prompt: PromptStyle, bound: f64) {
     let model = dir.display().to_string();
-    let mut e =
-        readout::model_dir::open_engine(dir, &opts()).unwrap_or_else(|e| panic!("{model}: {e}"));
+    let mut e = readout::open_engine(dir, &opts()).unwrap_or_else(|e| panic!("{model}: {e}"));
     block_on(async {
         let style = HeadStyle {
             prompt,
@@ -286,7 +285,7 @@ fn refusals_are_named_and_the_engine_scores_after_each() {
     run(&trimmed, &pruned, &prune).unwrap();
     for (dir, graph) in [(&trimmed, "trimmed"), (&pruned, "pruned")] {
         let model = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let mut e = readout::model_dir::open_engine(dir, &common::opts()).unwrap();
+        let mut e = readout::open_engine(dir, &common::opts()).unwrap();
         block_on(async {
             let id = e.prefill(&state(EVIDENCE)).await.unwrap();
             check(e.score(id, &crits()[0], &opts).await, &format!("mode cloze reads a log-probability at every option token's row, and model {model} is a {graph} graph"));
@@ -353,7 +352,7 @@ fn chat_without_a_template_or_with_a_bad_split_is_refused_by_name() {
     // A copy of the tiny model without its template files.
     let dir = temp_dir("no-template");
     copy_model(Q4, &dir);
-    let mut e = readout::model_dir::open_engine(&dir, &opts()).unwrap();
+    let mut e = readout::open_engine(&dir, &opts()).unwrap();
     block_on(async {
         check(
             e.prefill_with(&state(EVIDENCE), chat()).await,
@@ -374,7 +373,7 @@ fn chat_without_a_template_or_with_a_bad_split_is_refused_by_name() {
         "{{ messages[0]['content'] | replace('\\nQuestion', ' Question') }}",
     )
     .unwrap();
-    let mut e = readout::model_dir::open_engine(&dir, &opts()).unwrap();
+    let mut e = readout::open_engine(&dir, &opts()).unwrap();
     block_on(async {
         let s = state(EVIDENCE);
         let id = e.prefill_with(&s, chat()).await.unwrap();
@@ -404,7 +403,7 @@ fn a_head_prefilled_for_cloze_carries_the_cloze_instruction() {
     let mut e = engine(Q4);
     block_on(async {
         let bare = state(EVIDENCE);
-        let given = readout::core::spec::criteria::StateSpec {
+        let given = readout::StateSpec {
             instruction: Some(CLOZE_INSTRUCTION.to_string()),
             ..state(EVIDENCE)
         };

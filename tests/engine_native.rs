@@ -3,16 +3,16 @@
 mod common;
 
 use common::*;
-use readout::core::read::debias::Debias;
 use readout::core::read::slots::{read_slots, HeadColumns};
 use readout::engine::convention::Convention;
-use readout::engine::ScoreOptions;
-use readout::runtime::Runtime;
+use readout::Debias;
+use readout::Runtime;
+use readout::ScoreOptions;
 
 const EVIDENCE: &str = "Order 4471 was placed on Tuesday by Dana Whitfield. It contains two blue kettles and one \
 toaster, ships from the Leeds warehouse, and was paid by card. The customer asked for delivery after 5 pm.";
 
-fn crits() -> Vec<readout::core::spec::criteria::Criterion> {
+fn crits() -> Vec<readout::Criterion> {
     vec![
         criterion(
             "who",

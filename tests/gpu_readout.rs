@@ -113,7 +113,7 @@ fn kernel_equals_cpu_readslots_on_synthetic_logits() {
 #[test]
 fn kernel_equals_cpu_readslots_on_real_model_logits() {
     use readout::engine::convention::{candidates, derive};
-    use readout::runtime::Runtime;
+    use readout::Runtime;
     let g = gpu();
     for model in [Q4, Q4F16] {
         let e = engine(model);

@@ -10,9 +10,9 @@ mod common;
 
 use common::{built_model, kv_dims, model_path, GEMMA_Q4, GEMMA_Q4F16, Q4, Q4F16};
 use readout::engine::convention::{derive, Convention};
-use readout::kernels::Precision;
 use readout::runtime::own::{load_file, OwnOptions, LOAD_BYTES_PER_FILE_BYTE};
-use readout::runtime::Runtime;
+use readout::Precision;
+use readout::Runtime;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};

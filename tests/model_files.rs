@@ -7,7 +7,7 @@ use std::fs::OpenOptions;
 use std::path::Path;
 
 use common::*;
-use readout::model_dir::open_engine;
+use readout::open_engine;
 
 fn truncate(path: &Path, keep: f64) {
     let len = std::fs::metadata(path).unwrap().len();

@@ -7,16 +7,16 @@
 mod common;
 
 use common::*;
-use readout::core::read::debias::Debias;
-use readout::core::read::decision::Decision;
 use readout::core::read::logits::Logits;
-use readout::core::spec::mode::{Calibration, HeadStyle, Mode, PromptStyle};
 use readout::engine::convention::{derive, Convention};
-use readout::engine::ScoreOptions;
-use readout::kernels::Precision;
-use readout::model_dir::{open_host_engine, HostEngine, HostOptions, RuntimeKind};
 use readout::runtime::own::{load_file, OwnOptions, OwnRuntime};
 use readout::runtime::{Branch, Runtime, RuntimeError};
+use readout::Debias;
+use readout::Decision;
+use readout::Precision;
+use readout::ScoreOptions;
+use readout::{open_host_engine, HostEngine, HostOptions, RuntimeKind};
+use readout::{Calibration, HeadStyle, Mode, PromptStyle};
 use std::path::Path;
 
 fn engine(dir: &Path, precision: Precision, pack: bool) -> HostEngine {

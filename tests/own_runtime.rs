@@ -9,13 +9,13 @@ use common::*;
 use pollster::block_on;
 use readout::core::read::logits::Logits;
 use readout::engine::convention::{derive, Convention};
-use readout::engine::ScoreOptions;
-use readout::kernels::KernelError;
-use readout::kernels::Precision;
-use readout::model_dir::{open_host_engine, HostOptions, RuntimeKind};
 use readout::runtime::native::NativeRuntime;
 use readout::runtime::own::{load_file, OwnOptions, OwnRuntime};
-use readout::runtime::{Runtime, RuntimeError};
+use readout::KernelError;
+use readout::Precision;
+use readout::ScoreOptions;
+use readout::{open_host_engine, HostOptions, RuntimeKind};
+use readout::{Runtime, RuntimeError};
 use std::path::Path;
 
 fn own(dir: &Path, precision: Precision) -> OwnRuntime {
@@ -260,11 +260,7 @@ fn a_cached_prefix_equals_one_uncached_forward() {
     }
 }
 
-fn host(
-    dir: &std::path::Path,
-    runtime: RuntimeKind,
-    precision: Precision,
-) -> readout::model_dir::HostEngine {
+fn host(dir: &std::path::Path, runtime: RuntimeKind, precision: Precision) -> readout::HostEngine {
     open_host_engine(
         dir,
         &HostOptions {
@@ -288,8 +284,8 @@ struct FixtureDiff {
 /// The authored fixture's criteria (the first `states` states) scored by
 /// two engines: max |Δp| over the options and the decisions that change.
 fn fixture_diff(
-    a: &mut readout::model_dir::HostEngine,
-    b: &mut readout::model_dir::HostEngine,
+    a: &mut readout::HostEngine,
+    b: &mut readout::HostEngine,
     states: usize,
 ) -> FixtureDiff {
     let mut d = FixtureDiff {
@@ -517,7 +513,7 @@ fn graphs_it_cannot_compute_are_refused_by_name() {
     let limit = per << 20;
     assert!(readout::runtime::own::check_files_fit(1 << 20, limit).is_ok());
     match readout::runtime::own::check_files_fit((1 << 20) + 1, limit) {
-        Err(readout::runtime::RuntimeError::Kernels(
+        Err(readout::RuntimeError::Kernels(
             e @ KernelError::TooLarge {
                 needed, limit: l, ..
             },

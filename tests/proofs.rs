@@ -6,14 +6,14 @@ mod common;
 
 use common::*;
 use readout::core::read::logits::LogitsData;
-use readout::engine::{Engine, ModelAssets, ScoreOptions};
 use readout::export::graph::OnnxModel;
 use readout::export::onnx_pb::{
     dtype, Dimension, TensorShapeProto, TypeProto, TypeTensor, ValueInfoProto,
 };
-use readout::model_dir::{open_engine, ModelDir};
 use readout::runtime::native::{NativeKv, NativeRuntime};
 use readout::runtime::{RunOutput, Runtime, RuntimeError, Signature, Step};
+use readout::{open_engine, ModelDir};
+use readout::{Engine, ModelAssets, ScoreOptions};
 
 /// The fault a runtime shows.
 #[derive(Clone, Copy)]

@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use readout::engine::ScoreOptions;
+use readout::ScoreOptions;
 
 #[test]
 fn engine_matches_python_onnxruntime_on_the_fixture() {

@@ -7,14 +7,14 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use readout::core::spec::criteria::StateSpec;
-use readout::engine::ScoreOptions;
 use readout::export::commands::{finish, run, Op, Source};
 use readout::export::find_head::{find_embeddings, find_head, Sharing};
 use readout::export::graph::OnnxModel;
 use readout::export::inspect::inspect;
 use readout::export::passes::{prune, trim};
-use readout::model_dir::{open_engine, ModelDir};
+use readout::ScoreOptions;
+use readout::StateSpec;
+use readout::{open_engine, ModelDir};
 
 const FP32: &str = "qwen3-tiny-random-fp32";
 
@@ -438,7 +438,7 @@ fn models_json_records_measured_files_and_refuses_a_changed_one() {
         ("q4", false, false, true)
     );
     assert_eq!(stock.shape.head_rows, 151936);
-    use readout::core::spec::mode::{Calibration, ClozeScore, Mode, PromptStyle, ReadoutChoice};
+    use readout::{Calibration, ClozeScore, Mode, PromptStyle, ReadoutChoice};
     assert_eq!(
         stock.readout,
         Some(ReadoutChoice {

@@ -58,7 +58,7 @@ fn prune_at_2_3_4_and_20_letters_and_expose_hidden_verify_on_smollm2() {
             "{id} expose-hidden: last_hidden · rows misses by {miss:.3e}, allowed {allowed:.3e}"
         );
         assert!(miss <= allowed);
-        let e = readout::model_dir::open_engine(&out, &opts()).unwrap();
+        let e = readout::open_engine(&out, &opts()).unwrap();
         eprintln!(
             "{id} expose-hidden: engine load-time extraction miss {:.3e}",
             e.proof().extraction_max_abs_diff.unwrap()
@@ -72,7 +72,7 @@ fn prune_at_2_3_4_and_20_letters_and_expose_hidden_verify_on_smollm2() {
         hr.rows.rotate_left(1);
         std::fs::write(&path, serde_json::to_string(&hr).unwrap()).unwrap();
         drop(e);
-        let err = readout::model_dir::open_engine(&out, &opts())
+        let err = readout::open_engine(&out, &opts())
             .err()
             .expect("wrong rows must be refused")
             .to_string();

@@ -16,9 +16,9 @@ use std::time::Instant;
 use readout::core::eval::logit_cost::{median, sweep_ids};
 use readout::engine::convention::{candidates, derive};
 use readout::host::{machine, today};
-use readout::model_dir::ModelDir;
 use readout::runtime::native::{NativeOptions, NativeRuntime};
-use readout::runtime::Runtime;
+use readout::ModelDir;
+use readout::Runtime;
 use serde_json::json;
 
 use common::Args;

@@ -17,14 +17,14 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use readout::core::eval::logit_cost::median;
-use readout::core::spec::criteria::{Criterion, OptionSpec, StateSpec};
 use readout::core::text::prompt::{render_head, render_suffix};
 use readout::core::text::tokenizer::TextTokenizer;
-use readout::engine::ScoreOptions;
 use readout::export::commands::{run, Op};
 use readout::host::{machine, today};
-use readout::kernels::Precision;
-use readout::model_dir::{open_host_engine, HostEngine, HostOptions, RuntimeKind};
+use readout::Precision;
+use readout::ScoreOptions;
+use readout::{open_host_engine, HostEngine, HostOptions, RuntimeKind};
+use readout::{Criterion, OptionSpec, StateSpec};
 use serde_json::json;
 
 use common::Args;

@@ -3,11 +3,12 @@
 //! `readout sweep` runs), and the readout alone on a resident logits buffer.
 //! Converts only; the timing is the page's.
 
+use crate::platform::js;
 use js_sys::{Array, Uint32Array};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
-use super::interop::{js_err, to_js};
+use super::convert::{js_err, to_js};
 use crate::core::read::logits::Logits;
 use crate::core::read::slots::{read_slots, HeadColumns};
 
@@ -27,12 +28,12 @@ pub fn median(xs: Vec<f64>) -> f64 {
 
 pub(super) fn ids_to_js(prefix: &[u32], suffixes: &[Vec<u32>]) -> JsValue {
     let o = js_sys::Object::new();
-    crate::runtime::web::ort::set(&o, "prefix", &Uint32Array::from(prefix).into());
+    js::set(&o, "prefix", &Uint32Array::from(prefix).into());
     let s: Array = suffixes
         .iter()
         .map(|v| JsValue::from(Uint32Array::from(v.as_slice())))
         .collect();
-    crate::runtime::web::ort::set(&o, "suffixes", &s.into());
+    js::set(&o, "suffixes", &s.into());
     o.into()
 }
 
@@ -167,7 +168,7 @@ struct EmptyPast {
 pub fn empty_past(config_json: &str) -> Result<JsValue, JsValue> {
     use crate::runtime::KvPair;
     let c = crate::core::model::config::ModelConfig::parse(config_json)
-        .map_err(super::interop::core_err)?;
+        .map_err(super::convert::core_err)?;
     let [kv_heads, head_dim] = c.kv_dims();
     to_js(&EmptyPast {
         names: (0..c.layers)
@@ -208,7 +209,7 @@ impl KernelBench {
         #[cfg(target_feature = "atomics")]
         super::threads::ensure(threads)
             .await
-            .map_err(super::interop::load_err)?;
+            .map_err(super::convert::load_err)?;
         let pool = crate::kernels::Pool::new(threads).map_err(js_err)?;
         let mut seed = 5u64;
         let layer = RandomLayer::new(&SMOLLM2_LAYER, zero_points, &mut seed).map_err(js_err)?;

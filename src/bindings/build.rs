@@ -2,6 +2,7 @@
 //! runtime (the bytes copied into wasm memory once, the same loader as the
 //! native CLI's) or onnxruntime-web on the shared WebGPU device or WASM.
 
+use crate::platform::js;
 use std::cell::Cell;
 use std::rc::Rc;
 
@@ -16,7 +17,7 @@ use crate::engine::ModelAssets;
 use crate::gpu::web::SharedDevice;
 use crate::runtime::any::AnyRuntime;
 use crate::runtime::own::{OwnOptions, OwnRuntime};
-use crate::runtime::web::ort::{self, Ort};
+use crate::runtime::web::ort::Ort;
 use crate::runtime::web::{Backend, WebModel, WebOptions, WebRuntime};
 
 /// A runtime, what it reads logits with, and the threads it runs on.
@@ -27,17 +28,17 @@ pub(super) struct Built {
 }
 
 fn configure_ort(ort: &Ort, opts: &LoadOptions) {
-    let wasm = ort::get(&ort.env(), "wasm");
+    let wasm = js::get(&ort.env(), "wasm");
     if let Some(base) = &opts.ort_base {
         let base = if base.ends_with('/') {
             base.clone()
         } else {
             format!("{base}/")
         };
-        ort::set(wasm.unchecked_ref(), "wasmPaths", &JsValue::from_str(&base));
+        js::set(wasm.unchecked_ref(), "wasmPaths", &JsValue::from_str(&base));
     }
     if let Some(n) = opts.threads {
-        ort::set(
+        js::set(
             wasm.unchecked_ref(),
             "numThreads",
             &JsValue::from_f64(n as f64),
@@ -45,15 +46,14 @@ fn configure_ort(ort: &Ort, opts: &LoadOptions) {
     }
 }
 
-/// `defaultThreads` for this page (a window or a worker).
+/// The thread policy's default for this page (a window or a worker).
 #[cfg_attr(not(target_feature = "atomics"), allow(dead_code))]
 fn page_threads() -> usize {
-    let global = js_sys::global();
-    let cores = ort::get(&ort::get(&global, "navigator"), "hardwareConcurrency")
-        .as_f64()
-        .unwrap_or(1.0);
-    let isolated = ort::get(&global, "crossOriginIsolated").is_truthy();
-    super::limits::default_threads(cores, isolated) as usize
+    crate::core::spec::threads::default_threads(
+        crate::core::spec::threads::Host::Page,
+        crate::platform::cores(),
+        crate::platform::can_thread(),
+    )
 }
 
 pub(super) async fn build(
@@ -142,7 +142,7 @@ pub(super) async fn build(
             )
             .await?;
             let readout = runtime.readout_path();
-            let threads = ort::get(&ort::get(&ort.env(), "wasm"), "numThreads").as_f64();
+            let threads = js::get(&js::get(&ort.env(), "wasm"), "numThreads").as_f64();
             Ok(Built {
                 runtime: AnyRuntime::Onnx(runtime),
                 readout,

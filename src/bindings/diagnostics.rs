@@ -9,7 +9,7 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
 use wasm_bindgen_futures::future_to_promise;
 
-use super::interop::{fixture_from_js, js_err, to_js};
+use super::convert::{fixture_from_js, js_err, to_js};
 use super::{bench, Engine, State};
 use crate::core::spec::criteria::Criterion;
 

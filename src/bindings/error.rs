@@ -6,7 +6,7 @@ use thiserror::Error;
 
 use crate::core::{CoreError, ErrorInfo};
 use crate::engine::EngineError;
-use crate::runtime::web::ort::JsFailure;
+use crate::platform::js::JsFailure;
 use crate::runtime::RuntimeError;
 
 #[derive(Debug, Error)]

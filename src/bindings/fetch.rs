@@ -8,7 +8,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
 use super::error::{FetchProblem, LoadError};
-use crate::runtime::web::ort::{get, JsFailure};
+use crate::platform::js::{get, JsFailure};
 
 /// Progress of one file: `(file, loaded, total)`; total is 0 when unknown.
 pub type Progress<'a> = &'a dyn Fn(&str, f64, f64);

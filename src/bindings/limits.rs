@@ -6,6 +6,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::core::eval::logit_cost::{PREFIX_TOKENS, SUFFIX_LENGTHS};
 use crate::core::spec::criteria::{MAX_CLOZE_OPTIONS, MAX_OPTIONS, MIN_OPTIONS};
+use crate::core::spec::threads::{self, Host};
 use crate::core::text::prompt::LETTERS;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -21,10 +22,6 @@ export interface Limits {
   sweep: { prefixTokens: number; suffixLengths: number[] };
 }
 "#;
-
-/// Threads the WASM backend gets by default: every core up to four, and one
-/// without cross-origin isolation (no SharedArrayBuffer, so no threads).
-pub const MAX_DEFAULT_THREADS: u32 = 4;
 
 #[derive(Serialize)]
 struct MaxOptions {
@@ -63,15 +60,19 @@ pub fn limits() -> Result<JsValue, JsValue> {
     })
 }
 
-/// The WASM backend's thread count for a page with `hardwareConcurrency`
-/// cores: every core up to four, and one without cross-origin isolation.
+/// The WASM backend's (and the threaded build's) thread count for a page
+/// with `hardwareConcurrency` cores: the thread policy's page default
+/// (`core::spec::threads`), every core up to four, one without
+/// cross-origin isolation.
 #[wasm_bindgen(js_name = defaultThreads)]
 pub fn default_threads(
     #[wasm_bindgen(js_name = hardwareConcurrency)] cores: f64,
     #[wasm_bindgen(js_name = crossOriginIsolated)] cross_origin_isolated: bool,
 ) -> u32 {
-    if !cross_origin_isolated || !cores.is_finite() || cores < 1.0 {
-        return 1;
-    }
-    (cores as u32).clamp(1, MAX_DEFAULT_THREADS)
+    let cores = if cores.is_finite() && cores >= 1.0 {
+        cores as usize
+    } else {
+        0
+    };
+    threads::default_threads(Host::Page, cores, cross_origin_isolated) as u32
 }

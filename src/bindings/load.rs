@@ -20,7 +20,6 @@ use crate::core::model::backend_choice::Chosen;
 use crate::core::model::config::ModelConfig;
 use crate::engine::Engine;
 use crate::runtime::any::AnyRuntime;
-use crate::runtime::web::ort;
 use crate::runtime::web::WebRuntime;
 
 /// The engine the bindings hold: onnxruntime-web (WebGPU or WASM) or our
@@ -85,7 +84,8 @@ pub async fn load(
         files: files.listed,
         readout: built.readout,
         threads: built.threads,
-        cross_origin_isolated: ort::get(&js_sys::global(), "crossOriginIsolated").is_truthy(),
+        cross_origin_isolated: crate::platform::js::get(&js_sys::global(), "crossOriginIsolated")
+            .is_truthy(),
         load_ms: now() - t0,
     };
     Ok(Loaded {

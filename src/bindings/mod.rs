@@ -11,12 +11,12 @@
 mod bench;
 mod build;
 mod choose;
+mod convert;
 #[cfg(feature = "diagnostics")]
 mod diagnostics;
 mod error;
 mod fetch;
 mod files;
-mod interop;
 mod limits;
 mod load;
 mod options;
@@ -25,6 +25,7 @@ mod resolve;
 mod threads;
 mod ts_types;
 
+use crate::platform::js;
 use std::cell::Cell;
 use std::rc::Rc;
 
@@ -34,7 +35,7 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
 
-use self::interop::{core_err, engine_err, fixture_from_js, load_err, refuse, to_js};
+use self::convert::{core_err, engine_err, fixture_from_js, load_err, refuse, to_js};
 use self::load::LoadReport;
 use self::options::{load_options, prefill_options, JsScoreOptions};
 use crate::core::model::backend_choice::Requested;
@@ -42,7 +43,7 @@ use crate::core::read::debias::Debias;
 use crate::core::spec::criteria::{Criterion, StateSpec};
 use crate::core::spec::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
 use crate::engine::{EngineInfo, ScoreOptions, StateId};
-use crate::runtime::web::ort::get;
+use crate::platform::js::get;
 use load::WebEngine;
 
 #[wasm_bindgen(start)]
@@ -100,13 +101,9 @@ pub struct Engine {
 }
 
 fn now() -> f64 {
-    let perf = get(&js_sys::global(), "performance");
-    get(&perf, "now")
-        .dyn_into::<Function>()
-        .ok()
-        .and_then(|f| f.call0(&perf).ok())
-        .and_then(|v| v.as_f64())
-        .unwrap_or_else(js_sys::Date::now)
+    // One clock for the bindings' own timings (load, each call's `ms`).
+    thread_local!(static CLOCK: crate::platform::Clock = crate::platform::Clock::new());
+    CLOCK.with(|c| c.ms())
 }
 
 #[wasm_bindgen]
@@ -128,9 +125,9 @@ impl Engine {
         let report = |file: &str, loaded: f64, total: f64| {
             if let Some(f) = &progress {
                 let o = js_sys::Object::new();
-                crate::runtime::web::ort::set(&o, "file", &file.into());
-                crate::runtime::web::ort::set(&o, "loaded", &loaded.into());
-                crate::runtime::web::ort::set(&o, "total", &total.into());
+                js::set(&o, "file", &file.into());
+                js::set(&o, "loaded", &loaded.into());
+                js::set(&o, "total", &total.into());
                 let _ = f.call1(&JsValue::NULL, &o);
             }
         };

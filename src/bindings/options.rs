@@ -1,7 +1,7 @@
 //! The options objects of `Engine.load`, `prefill` and `score`, read
 //! field by field so that a misspelt or mistyped field is refused by name.
 
-use super::interop::{coded_err, refuse};
+use super::convert::{coded_err, refuse};
 use super::*;
 
 /// What `Engine.load` was asked for, read from its options object.
@@ -40,15 +40,10 @@ pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>
     };
     let threads = match get(v, "threads").as_f64() {
         None => None,
-        Some(n) if (1.0..=64.0).contains(&n) && n.fract() == 0.0 => Some(n as u32),
-        Some(n) => {
-            return Err(coded_err(
-                format!("threads: {n} is not a whole number from 1 to 64"),
-                crate::core::ErrorInfo::new("invalid_option")
-                    .field("threads")
-                    .limit(64),
-            ))
-        }
+        Some(n) => Some(
+            crate::core::spec::threads::check_threads(n, crate::platform::cores(), "threads")
+                .map_err(core_err)? as u32,
+        ),
     };
     let progress = match get(v, "onProgress") {
         p if p.is_undefined() || p.is_null() => None,

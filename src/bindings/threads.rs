@@ -11,7 +11,7 @@ use wasm_bindgen_futures::JsFuture;
 
 use super::error::LoadError;
 use crate::kernels::workers;
-use crate::runtime::web::ort::JsFailure;
+use crate::platform::js::JsFailure;
 
 #[wasm_bindgen(module = "/js/workers.js")]
 extern "C" {

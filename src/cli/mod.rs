@@ -314,17 +314,9 @@ pub fn main() -> std::process::ExitCode {
     }
 }
 
-/// More intra-op threads than 4 per core only adds contention, and an
-/// unbounded count once started ten thousand threads on a 1.5 s job.
-pub fn max_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(64)
-        * 4
-}
-
+/// The thread policy's bound (`core::spec::threads`) on this machine.
 fn check_threads(given: usize) -> Result<usize, CliError> {
-    let max = max_threads();
+    let max = crate::core::spec::threads::max_threads(crate::platform::cores());
     if given == 0 || given > max {
         return Err(CliError::Threads { given, max });
     }

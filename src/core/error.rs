@@ -27,6 +27,12 @@ pub enum CoreError {
         tokens: usize,
         limit: usize,
     },
+    #[error("{field}: {given} is not a whole number from 1 to {max} (4 per core, at most 64)")]
+    Threads {
+        field: String,
+        given: f64,
+        max: usize,
+    },
     #[error("tokenizer: {0}")]
     Tokenizer(String),
     #[error("tokenizer: letter {letter:?} with separator {separator:?} is {count} tokens {ids:?}; the readout needs exactly one")]
@@ -144,6 +150,7 @@ impl CoreError {
             ContextOverflow { field, limit, .. } => {
                 i("context_overflow").field(*field).limit(*limit)
             }
+            Threads { field, max, .. } => i("invalid_option").field(field.clone()).limit(*max),
             Tokenizer(_) => i("tokenizer"),
             LetterNotOneToken { .. } => i("letter_not_one_token"),
             LettersCollide { .. } => i("letters_collide"),

@@ -261,6 +261,8 @@ pub fn quantise_scalar(a: &[f32], q: &mut [i8], d: &mut [f32], sum: &mut [i32]) 
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+/// Attention's four-key dot products, per CPU.
+pub mod dot4;
 
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod wasm;

@@ -3,7 +3,6 @@
 //! ships), the same release onnxruntime-web is built from.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use half::f16;
 use ort::session::{OutputSelector, RunOptions, Session, SessionInputValue};
@@ -28,7 +27,7 @@ pub struct NativeKv {
 pub struct NativeRuntime {
     session: Session,
     signature: Signature,
-    origin: Instant,
+    clock: crate::platform::Clock,
     path: PathBuf,
     read_back: u64,
 }
@@ -40,10 +39,13 @@ pub struct NativeOptions {
 
 impl Default for NativeOptions {
     fn default() -> Self {
-        let n = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
-        Self { intra_threads: n }
+        Self {
+            intra_threads: crate::core::spec::threads::default_threads(
+                crate::core::spec::threads::Host::Native,
+                crate::platform::cores(),
+                true,
+            ),
+        }
     }
 }
 
@@ -102,7 +104,7 @@ impl NativeRuntime {
         Ok(Self {
             session,
             signature,
-            origin: Instant::now(),
+            clock: crate::platform::Clock::new(),
             path: path.to_path_buf(),
             read_back: 0,
         })
@@ -317,7 +319,7 @@ impl Runtime for NativeRuntime {
     }
 
     fn now_ms(&self) -> f64 {
-        self.origin.elapsed().as_secs_f64() * 1e3
+        self.clock.ms()
     }
 
     fn describe(&self) -> String {

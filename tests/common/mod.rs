@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use readout::core::spec::criteria::{Criterion, OptionSpec, StateSpec};
-use readout::engine::Engine;
-use readout::model_dir::open_engine;
+use readout::open_engine;
 use readout::runtime::native::{NativeOptions, NativeRuntime};
+use readout::Engine;
+use readout::{Criterion, OptionSpec, StateSpec};
 
 pub const Q4: &str = "qwen3-tiny-random-q4";
 pub const Q4F16: &str = "qwen3-tiny-random-q4f16";
@@ -114,7 +114,7 @@ pub fn temp_dir(name: &str) -> TempDir {
 }
 
 /// Asserts that `r` is an error whose message contains `needle`.
-pub fn check<T>(r: Result<T, readout::engine::EngineError>, needle: &str) {
+pub fn check<T>(r: Result<T, readout::EngineError>, needle: &str) {
     let msg = r
         .err()
         .unwrap_or_else(|| panic!("expected an error containing {needle:?}"))

@@ -4,3 +4,4 @@
 pub mod criteria;
 pub mod limits;
 pub mod mode;
+pub mod threads;

@@ -46,10 +46,14 @@ pub const PACK_BUDGET: PackBudget = PackBudget {
 
 impl Default for OwnOptions {
     fn default() -> Self {
+        // The page's default is the bindings' to set (the single-thread
+        // build runs one); natively the thread policy's.
         #[cfg(not(target_arch = "wasm32"))]
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
+        let threads = crate::core::spec::threads::default_threads(
+            crate::core::spec::threads::Host::Native,
+            crate::platform::cores(),
+            true,
+        );
         #[cfg(target_arch = "wasm32")]
         let threads = 1;
         Self {
@@ -105,8 +109,7 @@ pub struct OwnRuntime {
     read_back: u64,
     forwards: u64,
     label: String,
-    #[cfg(not(target_arch = "wasm32"))]
-    origin: std::time::Instant,
+    clock: crate::platform::Clock,
 }
 
 /// The most bytes of weights a build can hold: wasm32 addresses 4 GiB, and
@@ -204,8 +207,7 @@ impl OwnRuntime {
             read_back: 0,
             forwards: 0,
             label: label.to_string(),
-            #[cfg(not(target_arch = "wasm32"))]
-            origin: std::time::Instant::now(),
+            clock: crate::platform::Clock::new(),
         })
     }
 

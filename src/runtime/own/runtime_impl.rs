@@ -129,14 +129,7 @@ impl Runtime for OwnRuntime {
     }
 
     fn now_ms(&self) -> f64 {
-        #[cfg(not(target_arch = "wasm32"))]
-        {
-            self.origin.elapsed().as_secs_f64() * 1e3
-        }
-        #[cfg(target_arch = "wasm32")]
-        {
-            js_sys::Date::now()
-        }
+        self.clock.ms()
     }
 
     fn describe(&self) -> String {

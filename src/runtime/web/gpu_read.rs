@@ -3,6 +3,7 @@
 //! come back.
 
 use super::*;
+use crate::platform::js;
 
 impl WebRuntime {
     /// A logits buffer of `bytes` on the shared device (reused when the size repeats).
@@ -52,13 +53,13 @@ impl WebRuntime {
             .tensor_from_gpu_buffer(&raw, if f16 { "float16" } else { "float32" }, &dims)
             .map_err(|e| RuntimeError::Gpu(e.0))?;
         let fetches = Object::new();
-        ort::set(&fetches, "logits", &tensor);
+        js::set(&fetches, "logits", &tensor);
         if self.signature.exposes_hidden() {
-            ort::set(&fetches, HIDDEN_OUTPUT, &JsValue::NULL);
+            js::set(&fetches, HIDDEN_OUTPUT, &JsValue::NULL);
         }
         if keep_present {
             for n in self.present_names().iter() {
-                ort::set(&fetches, &n.as_string().unwrap_or_default(), &JsValue::NULL);
+                js::set(&fetches, &n.as_string().unwrap_or_default(), &JsValue::NULL);
             }
         }
         let out = self

@@ -1,6 +1,7 @@
 //! Feeds in, outputs out: the tensors a run is given and what it returns.
 
 use super::*;
+use crate::platform::js;
 
 impl WebRuntime {
     pub(super) fn i64_tensor(&self, v: &[i64]) -> Result<Tensor, RuntimeError> {
@@ -37,7 +38,7 @@ impl WebRuntime {
         let feeds = Object::new();
         let mut temps = Vec::new();
         let mut put = |name: &str, t: Tensor, temp: bool| {
-            ort::set(&feeds, name, &t);
+            js::set(&feeds, name, &t);
             if temp {
                 temps.push(t);
             }
@@ -105,7 +106,7 @@ impl WebRuntime {
     }
 
     pub(super) fn output(out: &Object, name: &str) -> Result<Tensor, RuntimeError> {
-        let v = ort::get(out, name);
+        let v = js::get(out, name);
         if v.is_undefined() || v.is_null() {
             return Err(run_err(format!("{name} missing from the outputs")));
         }

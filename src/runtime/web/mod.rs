@@ -12,6 +12,7 @@ mod io;
 pub mod ort;
 mod runtime_impl;
 
+use crate::platform::js;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -78,6 +79,7 @@ pub struct WebRuntime {
     read_back: u64,
     /// Runtime-held tensors: every kept `present.*` not yet disposed.
     live: Rc<Cell<usize>>,
+    clock: crate::platform::Clock,
     /// A pre-allocated logits buffer, reused while the size is unchanged.
     logits_buf: Option<wgpu::Buffer>,
     /// What the session was created from: a refused run on WebGPU leaves
@@ -97,7 +99,7 @@ fn run_err(m: impl std::fmt::Display) -> RuntimeError {
 }
 
 fn dtype_of(meta: &JsValue, name: &str) -> Result<(Dtype, Vec<i64>), RuntimeError> {
-    let ty = ort::get(meta, "type").as_string().unwrap_or_default();
+    let ty = js::get(meta, "type").as_string().unwrap_or_default();
     let d = match ty.as_str() {
         "float32" => Dtype::F32,
         "float16" => Dtype::F16,
@@ -107,7 +109,7 @@ fn dtype_of(meta: &JsValue, name: &str) -> Result<(Dtype, Vec<i64>), RuntimeErro
             )))
         }
     };
-    let shape = ort::get(meta, "shape");
+    let shape = js::get(meta, "shape");
     let dims = shape
         .dyn_ref::<Array>()
         .map(|a| {
@@ -121,12 +123,12 @@ fn dtype_of(meta: &JsValue, name: &str) -> Result<(Dtype, Vec<i64>), RuntimeErro
 
 fn find_meta(list: &Array, name: &str) -> Option<JsValue> {
     list.iter()
-        .find(|m| ort::get(m, "name").as_string().as_deref() == Some(name))
+        .find(|m| js::get(m, "name").as_string().as_deref() == Some(name))
 }
 
 fn names(list: &Array) -> Vec<String> {
     list.iter()
-        .filter_map(|m| ort::get(&m, "name").as_string())
+        .filter_map(|m| js::get(&m, "name").as_string())
         .collect()
 }
 
@@ -140,41 +142,41 @@ impl WebRuntime {
         let ep = match (&opts.backend, &opts.device) {
             (Backend::WebGpu, Some(dev)) => {
                 let e = Object::new();
-                ort::set(&e, "name", &"webgpu".into());
+                js::set(&e, "name", &"webgpu".into());
                 let d = dev.js_device().ok_or_else(|| {
                     RuntimeError::Gpu("the wgpu device has no WebGPU handle".into())
                 })?;
-                ort::set(&e, "device", &d);
+                js::set(&e, "device", &d);
                 JsValue::from(e)
             }
             // onnxruntime-web creates its own device (with every feature the
             // adapter has, subgroups included); logits are then downloaded.
             (Backend::WebGpu, None) => {
                 let e = Object::new();
-                ort::set(&e, "name", &"webgpu".into());
+                js::set(&e, "name", &"webgpu".into());
                 JsValue::from(e)
             }
             (Backend::Wasm, _) => JsValue::from_str("wasm"),
         };
-        ort::set(&so, "executionProviders", &Array::of1(&ep));
-        ort::set(&so, "graphOptimizationLevel", &"all".into());
+        js::set(&so, "executionProviders", &Array::of1(&ep));
+        js::set(&so, "graphOptimizationLevel", &"all".into());
         if opts.profiling {
-            ort::set(&so, "enableProfiling", &JsValue::TRUE);
+            js::set(&so, "enableProfiling", &JsValue::TRUE);
         }
         let ext = Array::new();
         for (path, data) in &model.external {
             let o = Object::new();
-            ort::set(&o, "path", &JsValue::from_str(path));
-            ort::set(&o, "data", data);
+            js::set(&o, "path", &JsValue::from_str(path));
+            js::set(&o, "data", data);
             ext.push(&o);
         }
         if ext.length() > 0 {
-            ort::set(&so, "externalData", &ext);
+            js::set(&so, "externalData", &ext);
         }
         if opts.backend == Backend::WebGpu {
             // present.* stay on the GPU as the next run's past; anything
             // else fetched to the GPU is downloaded or read there by our kernel.
-            ort::set(&so, "preferredOutputLocation", &"gpu-buffer".into());
+            js::set(&so, "preferredOutputLocation", &"gpu-buffer".into());
         }
         let session = opts
             .ort
@@ -238,6 +240,7 @@ impl WebRuntime {
             adapter,
             read_back: 0,
             live,
+            clock: crate::platform::Clock::new(),
             logits_buf: None,
             model,
             session_options: so,
@@ -291,13 +294,13 @@ impl WebRuntime {
             .js_device
             .as_ref()
             .ok_or_else(|| RuntimeError::Gpu("no shared WebGPU device to lose".into()))?;
-        let destroy = ort::get(d, "destroy")
+        let destroy = js::get(d, "destroy")
             .dyn_into::<js_sys::Function>()
             .map_err(|_| RuntimeError::Gpu("GPUDevice.destroy is missing".into()))?;
         destroy
             .call0(d)
             .map_err(|e| RuntimeError::Gpu(format!("GPUDevice.destroy(): {e:?}")))?;
-        if let Ok(p) = ort::get(d, "lost").dyn_into::<js_sys::Promise>() {
+        if let Ok(p) = js::get(d, "lost").dyn_into::<js_sys::Promise>() {
             let _ = wasm_bindgen_futures::JsFuture::from(p).await;
         }
         // The watcher runs as its own task; give it the turn it needs.

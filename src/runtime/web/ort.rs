@@ -135,36 +135,7 @@ impl Ort {
             .map_err(|e| JsFailure::from_js(&e))
     }
 }
-
-/// What a JS call threw or rejected with, as its message: the callers
-/// decide what it means (a load, a run, a GPU buffer) and wrap it in their
-/// own error.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct JsFailure(pub String);
-
-impl JsFailure {
-    pub fn from_js(e: &JsValue) -> Self {
-        Self(message(e))
-    }
-}
-
-/// A JS error's message (or its string form).
-pub fn message(e: &JsValue) -> String {
-    if let Some(err) = e.dyn_ref::<js_sys::Error>() {
-        return String::from(err.message());
-    }
-    e.as_string().unwrap_or_else(|| format!("{e:?}"))
-}
-
-pub fn set(obj: &Object, key: &str, value: &JsValue) {
-    // Reflect.set on a plain object cannot fail.
-    let _ = Reflect::set(obj, &JsValue::from_str(key), value);
-}
-
-pub fn get(obj: &JsValue, key: &str) -> JsValue {
-    Reflect::get(obj, &JsValue::from_str(key)).unwrap_or(JsValue::UNDEFINED)
-}
+use crate::platform::js::{get, message, set, JsFailure};
 
 async fn settle(p: Result<Promise, JsValue>) -> Result<JsValue, JsFailure> {
     let p = p.map_err(|e| JsFailure::from_js(&e))?;

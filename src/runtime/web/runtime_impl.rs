@@ -1,6 +1,7 @@
 //! `Runtime` on onnxruntime-web: the engine's calls mapped onto runs.
 
 use super::*;
+use crate::platform::js;
 
 impl Runtime for WebRuntime {
     type Kv = WebKv;
@@ -127,9 +128,9 @@ impl Runtime for WebRuntime {
                 .map(|s| s.attention_mask.as_deref().unwrap_or(&[]))
                 .collect();
             temps.push(batch_i64(masks)?);
-            ort::set(&feeds, "attention_mask", &temps[1]);
+            js::set(&feeds, "attention_mask", &temps[1]);
         }
-        ort::set(&feeds, "input_ids", &temps[0]);
+        js::set(&feeds, "input_ids", &temps[0]);
         // The past repeated to the batch, as host tensors.
         for (pair, t) in self
             .signature
@@ -156,7 +157,7 @@ impl Runtime for WebRuntime {
                 Dtype::F16 => ("float16", js_sys::Uint16Array::new(&all.buffer()).into()),
             };
             let bt = self.ort.tensor(dtype, &data, &dims).map_err(run_err)?;
-            ort::set(&feeds, pair, &bt);
+            js::set(&feeds, pair, &bt);
             temps.push(bt);
         }
         let out = self
@@ -201,13 +202,7 @@ impl Runtime for WebRuntime {
     }
 
     fn now_ms(&self) -> f64 {
-        let perf = ort::get(&js_sys::global(), "performance");
-        js_sys::Reflect::get(&perf, &"now".into())
-            .ok()
-            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
-            .and_then(|f| f.call0(&perf).ok())
-            .and_then(|v| v.as_f64())
-            .unwrap_or_else(js_sys::Date::now)
+        self.clock.ms()
     }
 
     fn describe(&self) -> String {

@@ -11,7 +11,7 @@ pub(super) fn js_err(msg: impl std::fmt::Display) -> JsValue {
 /// An `Error` whose message says it in words and whose `code`, `field` and
 /// `limit` properties say it to code that branches on them.
 pub(super) fn coded_err(msg: impl std::fmt::Display, info: crate::core::ErrorInfo) -> JsValue {
-    use crate::runtime::web::ort::set;
+    use crate::platform::js::set;
     let e = js_sys::Error::new(&msg.to_string());
     set(&e, "code", &JsValue::from_str(info.code));
     if let Some(f) = &info.field {
