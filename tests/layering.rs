@@ -541,3 +541,70 @@ fn the_kernels_read_no_graph() {
         .iter()
         .any(|n| n.path.first().is_some_and(|m| m == "onnx_pb")));
 }
+
+/// The "may import" column of ARCHITECTURE.md's layer table, as data: every
+/// top-level module's imports must be among these, so an import sideways
+/// (one no cycle would catch) fails here and the table stays true.
+const MAY_IMPORT: &[(&str, &[&str])] = &[
+    ("core", &[]),
+    ("platform", &[]),
+    ("onnx_pb", &[]),
+    ("host", &[]),
+    ("gpu", &[]),
+    ("kernels", &["core"]),
+    (
+        "runtime",
+        &["core", "gpu", "kernels", "onnx_pb", "platform"],
+    ),
+    ("engine", &["core", "runtime"]),
+    ("model_dir", &["core", "engine", "kernels", "runtime"]),
+    (
+        "export",
+        &["core", "engine", "model_dir", "onnx_pb", "runtime"],
+    ),
+    (
+        "cli",
+        &[
+            "core",
+            "engine",
+            "export",
+            "host",
+            "kernels",
+            "model_dir",
+            "platform",
+            "runtime",
+        ],
+    ),
+    (
+        "bindings",
+        &[
+            "core", "engine", "gpu", "kernels", "onnx_pb", "platform", "runtime",
+        ],
+    ),
+    ("fuzz", &["core", "export"]),
+    // The binary (`src/bin/readout.rs`) only calls the CLI.
+    ("bin", &["cli"]),
+];
+
+#[test]
+fn each_layer_imports_only_what_the_architecture_allows() {
+    let g = graph();
+    let top = |u: &str| u.split("::").next().unwrap_or(u).to_string();
+    let mut seen = BTreeSet::new();
+    for (from, to) in &g {
+        let layer = top(from);
+        let Some((_, allowed)) = MAY_IMPORT.iter().find(|(l, _)| *l == layer) else {
+            panic!("src/{layer}: a layer ARCHITECTURE.md's table does not list");
+        };
+        for t in to.iter().map(|t| top(t)).filter(|t| *t != layer) {
+            assert!(
+                allowed.contains(&t.as_str()),
+                "{from} imports {t}, which ARCHITECTURE.md's table does not allow for {layer}"
+            );
+            seen.insert((layer.clone(), t));
+        }
+    }
+    // The check must see the crate's real edges, or an empty graph passes.
+    assert!(seen.contains(&("engine".to_string(), "runtime".to_string())));
+    assert!(seen.contains(&("runtime".to_string(), "kernels".to_string())));
+}
