@@ -41,7 +41,7 @@ pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>
     let threads = match get(v, "threads").as_f64() {
         None => None,
         Some(n) => Some(
-            crate::core::spec::threads::check_threads(n, crate::platform::cores(), "threads")
+            crate::core::spec::thread_policy::check_threads(n, crate::platform::cores(), "threads")
                 .map_err(core_err)? as u32,
         ),
     };

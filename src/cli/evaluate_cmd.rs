@@ -1,7 +1,7 @@
 //! `readout evaluate`: a fixture through the engine, metrics per family.
 
+use crate::platform::Clock;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -84,9 +84,9 @@ pub fn run(
         }
     };
     check_writable(&out)?;
-    let t_load = Instant::now();
+    let t_load = Clock::new();
     let mut engine = open_host_engine(&model_dir, opts)?;
-    let load_seconds = t_load.elapsed().as_secs_f64();
+    let load_seconds = t_load.ms() / 1e3;
     let info = engine.info();
     eprintln!(
         "readout: {} loaded in {load_seconds:.1}s; convention {:?} proven",
@@ -101,7 +101,7 @@ pub fn run(
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let so = readout.score_options();
-    let t0 = Instant::now();
+    let t0 = Clock::new();
     let mut rows = Vec::with_capacity(total);
     let mut scored = Vec::new();
     let mut score_ms = 0.0;
@@ -136,7 +136,7 @@ pub fn run(
         Ok::<(), CliError>(())
     })?;
     bar.finish_and_clear();
-    let seconds = t0.elapsed().as_secs_f64();
+    let seconds = t0.ms() / 1e3;
     let rep = report(&scored);
     print_table(&rep, &readout.tag(), seconds, scored.len());
 

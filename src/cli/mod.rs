@@ -314,9 +314,9 @@ pub fn main() -> std::process::ExitCode {
     }
 }
 
-/// The thread policy's bound (`core::spec::threads`) on this machine.
+/// The thread policy's bound (`core::spec::thread_policy`) on this machine.
 fn check_threads(given: usize) -> Result<usize, CliError> {
-    let max = crate::core::spec::threads::max_threads(crate::platform::cores());
+    let max = crate::core::spec::thread_policy::max_threads(crate::platform::cores());
     if given == 0 || given > max {
         return Err(CliError::Threads { given, max });
     }

@@ -3,8 +3,8 @@
 //! statistics, same JSON shape per variant, so the runner can put the browser
 //! and native numbers of one run side by side.
 
+use crate::platform::Clock;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
 
 use serde_json::{json, Value};
 
@@ -27,14 +27,14 @@ pub struct SweepArgs {
 /// One variant: loaded, prefilled once, each length warmed up then timed.
 fn sweep_one(model: &Path, a: &SweepArgs, opts: &HostOptions) -> Result<Value, CliError> {
     let dir = resolve(model)?;
-    let t = Instant::now();
+    let t = Clock::new();
     let mut engine = open_host_engine(&dir, opts)?;
-    let load_ms = t.elapsed().as_secs_f64() * 1e3;
+    let load_ms = t.ms();
     let (prefix, suffixes) = sweep_ids(engine.tokenizer(), a.prefix, &a.lengths)
         .map_err(crate::engine::EngineError::from)?;
-    let t = Instant::now();
+    let t = Clock::new();
     let state = pollster::block_on(engine.prefill_ids(&prefix))?;
-    let prefill_ms = t.elapsed().as_secs_f64() * 1e3;
+    let prefill_ms = t.ms();
     let mut samples = serde_json::Map::new();
     let (mut medians, mut probs, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
     for (n, ids) in a.lengths.iter().zip(&suffixes) {
@@ -46,9 +46,9 @@ fn sweep_one(model: &Path, a: &SweepArgs, opts: &HostOptions) -> Result<Value, C
         let mut read_back = 0;
         for _ in 0..a.runs {
             let before = engine.bytes_read_back();
-            let t = Instant::now();
+            let t = Clock::new();
             let r = pollster::block_on(engine.read_ids(state, ids, a.options, false))?;
-            s.push(t.elapsed().as_secs_f64() * 1e3);
+            s.push(t.ms());
             read_back = engine.bytes_read_back() - before;
             last = Some(r.probs);
         }

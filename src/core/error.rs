@@ -142,7 +142,7 @@ impl CoreError {
         match self {
             TooFewOptions { .. } => i("too_few_options")
                 .field("options")
-                .limit(crate::core::spec::limits::MIN_OPTIONS),
+                .limit(crate::core::spec::option_limits::MIN_OPTIONS),
             TooManyOptions { limit, .. } => i("too_many_options").field("options").limit(*limit),
             DuplicateOptionId { .. } => i("duplicate_option_id").field("options[].id"),
             EmptyField { field, .. } => i("empty_field").field(*field),

@@ -40,8 +40,8 @@ pub struct NativeOptions {
 impl Default for NativeOptions {
     fn default() -> Self {
         Self {
-            intra_threads: crate::core::spec::threads::default_threads(
-                crate::core::spec::threads::Host::Native,
+            intra_threads: crate::core::spec::thread_policy::default_threads(
+                crate::core::spec::thread_policy::Host::Native,
                 crate::platform::cores(),
                 true,
             ),

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::core::spec::mode::Mode;
 use crate::core::CoreError;
 
-pub use crate::core::spec::limits::{MAX_CLOZE_OPTIONS, MAX_OPTIONS, MIN_OPTIONS};
+pub use crate::core::spec::option_limits::{MAX_CLOZE_OPTIONS, MAX_OPTIONS, MIN_OPTIONS};
 
 // Unknown fields are refused (deny_unknown_fields, and before it
 // `check_fields`, which names the nearest known field): a typo such as

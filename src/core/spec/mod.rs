@@ -2,6 +2,6 @@
 //! too), and how a criterion is read.
 
 pub mod criteria;
-pub mod limits;
 pub mod mode;
-pub mod threads;
+pub mod option_limits;
+pub mod thread_policy;

@@ -11,10 +11,10 @@ use crate::kernels::tensor::Value;
 use crate::kernels::KernelError;
 use std::sync::Arc;
 
-mod build;
 mod compile;
 mod exec;
 mod initializers;
+mod load_graph;
 pub mod ops;
 
 pub use initializers::External;
