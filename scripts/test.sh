@@ -38,8 +38,9 @@ cargo build --locked --bin readout
 readout=target/debug/readout
 tiny=models/qwen3-tiny-random-q4
 # The bench page's tiny run sweeps the fp32 variants (transformers.js cannot
-# run GatherBlockQuantized on its WASM backend).
-"$readout" variants "$tiny" models/qwen3-tiny-random-fp32
+# run GatherBlockQuantized on its WASM backend); the Deno tests run float16
+# WebGPU on every cut of the q4f16 file.
+"$readout" variants "$tiny" models/qwen3-tiny-random-fp32 models/qwen3-tiny-random-q4f16
 "$readout" catalog --models models -o models.json
 # Trimmed, so the proof's many shorter-run trials read one row each.
 .venv/bin/python scripts/broken_model.py "$tiny-trimmed" target/browser/broken-kv
@@ -49,5 +50,5 @@ tiny=models/qwen3-tiny-random-q4
 .venv/bin/python scripts/gqa_graph.py target/browser/gqa.onnx
 [ -f target/browser/tiny-hidden/model.onnx ] || "$readout" expose-hidden "$tiny" -o target/browser/tiny-hidden >/dev/null
 
-echo "[test] browser tests (headless Chromium)" >&2
+echo "[test] browser tests (headless Chromium; float16 WebGPU in Deno on lavapipe)" >&2
 node --test --test-concurrency=1 tests/browser/

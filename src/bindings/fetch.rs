@@ -42,9 +42,21 @@ pub fn resolve(url: &str, base: &str) -> Result<String, LoadError> {
         what: "URL".into(),
         failure: JsFailure("not available".into()),
     })?;
+    // A page resolves against its own address; Deno and Node have no
+    // `location` (unless Deno is given `--location`), so there a URL must be
+    // absolute (`file://`, `http://`), and the refusal says so.
+    let page = if base.is_empty() {
+        get(&get(&js_sys::global(), "location"), "href")
+    } else {
+        JsValue::UNDEFINED
+    };
+    let no_page = base.is_empty() && page.is_undefined();
     let args: js_sys::Array = if base.is_empty() {
-        let loc = get(&js_sys::global(), "location");
-        [JsValue::from_str(url), get(&loc, "href")].iter().collect()
+        if no_page {
+            [JsValue::from_str(url)].iter().collect()
+        } else {
+            [JsValue::from_str(url), page].iter().collect()
+        }
     } else {
         [JsValue::from_str(url), JsValue::from_str(base)]
             .iter()
@@ -52,7 +64,14 @@ pub fn resolve(url: &str, base: &str) -> Result<String, LoadError> {
     };
     let u = Reflect::construct(&ctor, &args).map_err(|e| LoadError::Url {
         url: url.to_string(),
-        failure: JsFailure::from_js(&e),
+        failure: if no_page {
+            JsFailure(format!(
+                "{}; with no page location to resolve against (Deno, Node), a URL must be absolute (file://, http://, https://)",
+                JsFailure::from_js(&e)
+            ))
+        } else {
+            JsFailure::from_js(&e)
+        },
     })?;
     get(&u, "href").as_string().ok_or_else(|| LoadError::Url {
         url: url.to_string(),
@@ -78,13 +97,25 @@ pub async fn fetch(
         url: url.to_string(),
         problem,
     };
-    let resp = await_js(call_page(
+    let resp = match await_js(call_page(
         &js_sys::global(),
         "fetch",
         &[JsValue::from_str(url)],
     )?)
     .await
-    .map_err(|m| refuse(FetchProblem::Failed(m)))?;
+    {
+        Ok(r) => r,
+        // Deno answers a missing `file:` URL by rejecting ("No such file or
+        // directory (os error 2)"), where a server answers 404: the same
+        // absence, so an optional file is skipped the same way.
+        Err(m) if url.starts_with("file:") && m.0.contains("(os error 2)") => {
+            if optional {
+                return Ok(None);
+            }
+            return Err(refuse(FetchProblem::Http(404)));
+        }
+        Err(m) => return Err(refuse(FetchProblem::Failed(m))),
+    };
     let status = get(&resp, "status").as_f64().unwrap_or(0.0) as u32;
     if status == 404 && optional {
         return Ok(None);

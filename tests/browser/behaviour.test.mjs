@@ -33,11 +33,23 @@ const catalog = () => JSON.parse(readFileSync(join(ROOT, "models.json"), "utf8")
 test("auto: a float16 entry on an adapter without shader-f16 runs on our own runtime over its own int4 file, and says why", async () => {
   const r = await inPage(async ({ Engine }, { ORT_BASE }) => {
     const progress = [];
+    // Asked for by name, WebGPU on an adapter without shader-f16 is refused
+    // before any download, and the next load (auto) works.
+    let asked = "accepted";
+    try {
+      await Engine.load("/models.json#qwen3-tiny-random-q4f16", { backend: "webgpu", ortBase: ORT_BASE, onProgress: (p) => progress.push(p) });
+    } catch (err) {
+      asked = { message: err.message, code: err.code, field: err.field, fetched: progress.length };
+    }
     const e = await Engine.load("/models.json#qwen3-tiny-random-q4f16", { ortBase: ORT_BASE, onProgress: (p) => progress.push(p) });
     const info = e.info();
     await e.dispose();
-    return { info, progress: progress.filter((p) => p.file === "external_data") };
+    return { info, asked, progress: progress.filter((p) => p.file === "external_data") };
   });
+  assert.equal(r.asked.code, "backend_unavailable");
+  assert.equal(r.asked.field, "backend");
+  assert.match(r.asked.message, /qwen3-tiny-random-q4f16 is float16 and the WebGPU adapter \(google \/ swiftshader\) lacks shader-f16/);
+  assert.equal(r.asked.fetched, 0, "refused before any download");
   assert.equal(r.info.backend, "cpu");
   assert.match(r.info.backendReason, /qwen3-tiny-random-q4f16 is float16 and the WebGPU adapter \(google \/ swiftshader\) lacks shader-f16; falling back to the cpu backend/);
   // The entry's own file: no float32 variant is fetched.
