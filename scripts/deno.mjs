@@ -55,14 +55,19 @@ export function denoEvaluate(fn, arg, { build = "pkg-diagnostics", timeoutMs = 9
     };
     child.stdout.on("data", (c) => { out += c; keep(c); });
     child.stderr.on("data", keep);
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill("SIGKILL");
+    }, timeoutMs);
     child.on("close", (code, signal) => {
       clearTimeout(timer);
       log.push(...lines);
       const res = out.split("\n").find((l) => l.startsWith("@@result "));
       const err = out.split("\n").find((l) => l.startsWith("@@error "));
       if (res) return resolve(JSON.parse(res.slice(9)));
-      const e = new Error(err ? JSON.parse(err.slice(8)).message : `deno exited ${signal ?? code} with no result\n${lines.join("\n")}`);
+      const why = timedOut ? `deno was stopped after ${timeoutMs / 1000} s without a result` : `deno exited ${signal ?? code} with no result`;
+      const e = new Error(err ? JSON.parse(err.slice(8)).message : `${why}\n${lines.join("\n")}`);
       if (err) Object.assign(e, JSON.parse(err.slice(8)));
       e.denoLog = lines;
       reject(e);

@@ -2,7 +2,8 @@
 // state's decisions from a pruned q4f16 file on WebGPU with float16 and the
 // KV on the GPU, in Deno on Mesa's lavapipe (scripts/deno.mjs). Lavapipe is
 // a CPU rasteriser, so every time printed is emulated, not a GPU's.
-//   node scripts/deno_demo.mjs [--model <models.json id>] [--state FILE]
+//   node scripts/deno_demo.mjs [--model <models.json id>] [--state FILE] [--timeout-s 1800]
+import { option } from "./browser.mjs";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "./deno.mjs";
@@ -10,20 +11,22 @@ import { ROOT } from "./serve.mjs";
 
 const args = process.argv.slice(2);
 function value(flag, fallback) {
-  const i = args.indexOf(flag);
-  if (i < 0) return fallback;
-  const v = args[i + 1];
-  if (v === undefined || v.startsWith("--")) {
+  const v = option(args, flag, fallback);
+  if (v === undefined || String(v).startsWith("--")) {
     console.error(`deno_demo: ${flag} needs a value`);
     process.exit(2);
   }
-  args.splice(i, 2);
   return v;
 }
 const model = value("--model", "smollm2-135m-instruct-q4f16-trimmed-pruned");
 const stateFile = value("--state", "examples/state.json");
+const timeoutS = Number(value("--timeout-s", "1800"));
+if (!(timeoutS > 0)) {
+  console.error("deno_demo: --timeout-s must be a positive number of seconds");
+  process.exit(2);
+}
 if (args.length) {
-  console.error(`deno_demo: unknown arguments ${args.join(" ")} (--model ID, --state FILE)`);
+  console.error(`deno_demo: unknown arguments ${args.join(" ")} (--model ID, --state FILE, --timeout-s N)`);
   process.exit(2);
 }
 if (!denoAvailable()) {
@@ -54,7 +57,7 @@ try {
       return { adapter: [a.vendor, a.architecture, a.device, a.description].filter(Boolean).join(" / "), f16: adapter?.features.has("shader-f16") ?? false, info, loadMs, decisions };
     },
     { catalog: fileUrl("models.json"), model, state, ORT_BASE: DENO_ORT_BASE },
-    { build: "pkg" },
+    { build: "pkg", timeoutMs: timeoutS * 1000 },
   );
   console.log(`\nThe mission's path: ${model} on WebGPU with float16 (Deno, ${r.adapter}, shader-f16 ${r.f16}), letters, KV on the GPU.`);
   console.log(`Emulated: lavapipe runs the GPU's work on this machine's CPU; the times are not a GPU's. Load ${(r.loadMs / 1000).toFixed(1)} s.`);

@@ -8,6 +8,7 @@
 // true), so only the agreement and the bytes carry over to a real GPU.
 //   node bench/runners/deno_f16.mjs [--model smollm2-135m-instruct-q4f16]
 //       [--states 4] [--lengths 1,8] [--runs 3] [--out FILE]
+import { option } from "../../scripts/browser.mjs";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -17,14 +18,11 @@ import { ROOT } from "../../scripts/serve.mjs";
 
 const args = process.argv.slice(2);
 function value(flag, fallback) {
-  const i = args.indexOf(flag);
-  if (i < 0) return fallback;
-  const v = args[i + 1];
-  if (v === undefined || v.startsWith("--")) {
+  const v = option(args, flag, fallback);
+  if (v === undefined || String(v).startsWith("--")) {
     console.error(`deno_f16: ${flag} needs a value`);
     process.exit(2);
   }
-  args.splice(i, 2);
   return v;
 }
 function count(flag, fallback) {
