@@ -1,4 +1,4 @@
-//! The JS surface (spec §2 `bindings`): converts between JS values and the
+//! The JS surface (ARCHITECTURE.md, `bindings`): converts between JS values and the
 //! engine's types, and queues calls. It decides nothing: backend choice,
 //! proofs and readout live below it.
 //!
