@@ -68,6 +68,16 @@ export function option(args, key, fallback) {
   return i < 0 ? fallback : args.splice(i, 2)[1];
 }
 
+/** `option`, but a flag given with no value stops `prog` naming the flag. */
+export function valueOption(args, key, fallback, prog) {
+  const v = option(args, key, fallback);
+  if (v === undefined || String(v).startsWith("--")) {
+    console.error(`${prog}: ${key} needs a value`);
+    process.exit(2);
+  }
+  return v;
+}
+
 /** Removes `--key N` from `args` and returns N as a number (or `fallback`). */
 export function numberOption(args, key, fallback) {
   const v = option(args, key, undefined);

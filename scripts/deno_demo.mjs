@@ -3,21 +3,14 @@
 // KV on the GPU, in Deno on Mesa's lavapipe (scripts/deno.mjs). Lavapipe is
 // a CPU rasteriser, so every time printed is emulated, not a GPU's.
 //   node scripts/deno_demo.mjs [--model <models.json id>] [--state FILE] [--timeout-s 1800]
-import { option } from "./browser.mjs";
+import { valueOption } from "./browser.mjs";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "./deno.mjs";
 import { ROOT } from "./serve.mjs";
 
 const args = process.argv.slice(2);
-function value(flag, fallback) {
-  const v = option(args, flag, fallback);
-  if (v === undefined || String(v).startsWith("--")) {
-    console.error(`deno_demo: ${flag} needs a value`);
-    process.exit(2);
-  }
-  return v;
-}
+const value = (flag, fallback) => valueOption(args, flag, fallback, "deno_demo");
 const model = value("--model", "smollm2-135m-instruct-q4f16-trimmed-pruned");
 const stateFile = value("--state", "examples/state.json");
 const timeoutS = Number(value("--timeout-s", "1800"));

@@ -8,7 +8,7 @@
 // true), so only the agreement and the bytes carry over to a real GPU.
 //   node bench/runners/deno_f16.mjs [--model smollm2-135m-instruct-q4f16]
 //       [--states 4] [--lengths 1,8] [--runs 3] [--out FILE]
-import { option } from "../../scripts/browser.mjs";
+import { valueOption } from "../../scripts/browser.mjs";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -17,14 +17,7 @@ import { F16_BOUND } from "../../scripts/f16_bound.mjs";
 import { ROOT } from "../../scripts/serve.mjs";
 
 const args = process.argv.slice(2);
-function value(flag, fallback) {
-  const v = option(args, flag, fallback);
-  if (v === undefined || String(v).startsWith("--")) {
-    console.error(`deno_f16: ${flag} needs a value`);
-    process.exit(2);
-  }
-  return v;
-}
+const value = (flag, fallback) => valueOption(args, flag, fallback, "deno_f16");
 function count(flag, fallback) {
   const v = value(flag, String(fallback));
   if (!/^[1-9][0-9]*$/.test(v)) {
