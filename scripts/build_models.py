@@ -224,6 +224,65 @@ def dequantise_gguf(gguf, hf):
     tok.save_pretrained(hf)
 
 
+TINY_IDS = [f"qwen3-tiny-random-{v}" for v in ("q4f16", "q4", "fp32")] + \
+    [f"gemma3-tiny-random-{v}" for v in ("q4f16", "q4")]
+
+
+def tiny_cache_dir():
+    """The machine's cache of the tiny models (scripts/cache.sh), keyed by
+    everything they are built from: this script and the Gemma shim, the
+    tokenizer's files, and the versions of the packages that build them. A
+    new clone copies them from there instead of building them again. The
+    tests compare engines with each other on the same files, so a copy serves
+    exactly as a fresh build would."""
+    import hashlib
+    from importlib import metadata
+    cache = os.environ.get("READOUT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "readout")
+    h = hashlib.sha256()
+    for f in (os.path.abspath(__file__), GEMMA3_BUILDER[0],
+              os.path.join(QWEN_TOK, "tokenizer.json"), os.path.join(QWEN_TOK, "tokenizer_config.json")):
+        h.update(open(f, "rb").read())
+    for pkg in ("onnxruntime-genai", "torch", "transformers", "onnx", "onnx-ir", "numpy"):
+        h.update(f"{pkg}=={metadata.version(pkg)}".encode())
+    return os.path.join(cache, f"models-{h.hexdigest()[:16]}")
+
+
+def tiny():
+    """The tiny models, from the machine's cache when it holds them."""
+    cached = tiny_cache_dir()
+    if all(done(m) for m in TINY_IDS):
+        log("tiny models: already built")
+        return
+    if os.path.isfile(os.path.join(cached, ".complete")):
+        for m in TINY_IDS:
+            if not done(m):
+                shutil.rmtree(os.path.join(MODELS, m), ignore_errors=True)
+                shutil.copytree(os.path.join(cached, m), os.path.join(MODELS, m))
+        log(f"tiny models: copied from the cache {cached}")
+        return
+    # fp32: a float graph (MatMul head, Gather embedding) for the surgery tests.
+    # accuracy_level=1: MatMulNBits computes in float32 on every
+    # backend. The CPU default (4) quantises activations to int8
+    # natively, a path onnxruntime-web's WASM and WebGPU builds do not
+    # take, so native and browser would differ by ~1.5e-2 in p on this
+    # random model (measured) and could not be compared at 1e-3.
+    qwen3("qwen3-tiny-random", QWEN3_TINY, seed=0, variants=("q4f16", "q4", "fp32"), extra=("accuracy_level=1",))
+    tiny_gemma3("gemma3-tiny-random", GEMMA3_TINY, seed=0, variants=("q4f16", "q4"), extra=("accuracy_level=1",))
+    # Into the cache: a folder of its own first, renamed into place whole, so
+    # a run killed half-way leaves no entry that looks complete.
+    tmp = f"{cached}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    for m in TINY_IDS:
+        shutil.copytree(os.path.join(MODELS, m), os.path.join(tmp, m), ignore=shutil.ignore_patterns(".cache"))
+    open(os.path.join(tmp, ".complete"), "w").write(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    if os.path.isdir(cached):
+        shutil.rmtree(tmp)
+    else:
+        os.rename(tmp, cached)
+        log(f"tiny models: kept in the cache {cached}")
+
+
 def main():
     which = sys.argv[1:] or ["tiny"]
     if "all" in which:
@@ -231,14 +290,7 @@ def main():
     os.makedirs(MODELS, exist_ok=True)
     for w in which:
         if w == "tiny":
-            # fp32: a float graph (MatMul head, Gather embedding) for the surgery tests.
-            # accuracy_level=1: MatMulNBits computes in float32 on every
-            # backend. The CPU default (4) quantises activations to int8
-            # natively, a path onnxruntime-web's WASM and WebGPU builds do not
-            # take, so native and browser would differ by ~1.5e-2 in p on this
-            # random model (measured) and could not be compared at 1e-3.
-            qwen3("qwen3-tiny-random", QWEN3_TINY, seed=0, variants=("q4f16", "q4", "fp32"), extra=("accuracy_level=1",))
-            tiny_gemma3("gemma3-tiny-random", GEMMA3_TINY, seed=0, variants=("q4f16", "q4"), extra=("accuracy_level=1",))
+            tiny()
         elif w == "smollm2":
             smollm2()
         elif w == "gemma3":

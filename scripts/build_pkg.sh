@@ -27,6 +27,10 @@ fi
 # NIGHTLY and THREAD_FLAGS: the threaded build's toolchain and RUSTFLAGS
 # (shared with setup and the clippy gate).
 source scripts/thread_flags.sh
+# cargo's build directory in the machine's cache (scripts/cache.sh), shared
+# by every clone and by the test command's gates.
+source scripts/cache.sh
+export CARGO_BUILD_BUILD_DIR
 if ! rustup component list --toolchain "$NIGHTLY" --installed 2>/dev/null | grep -q "^rust-src"; then
   log "$NIGHTLY with rust-src (for the threaded build) is missing; run bash scripts/setup.sh"
   exit 1
@@ -63,7 +67,7 @@ build() {
   fi
   log "$out: cargo build --target wasm32-unknown-unknown --lib (${profile}${features:+, features $features}, $kind)"
   if [ "$kind" = threads ]; then
-    RUSTFLAGS="$THREAD_FLAGS" "${cargo[@]}" build --locked --target wasm32-unknown-unknown --lib "${flags[@]}" >&2
+    RUSTFLAGS="$THREAD_FLAGS" CARGO_BUILD_BUILD_DIR="$NIGHTLY_BUILD_DIR" "${cargo[@]}" build --locked --target wasm32-unknown-unknown --lib "${flags[@]}" >&2
   else
     "${cargo[@]}" build --locked --target wasm32-unknown-unknown --lib "${flags[@]}" >&2
   fi

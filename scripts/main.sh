@@ -28,6 +28,9 @@ done
 built=models/smollm2-135m-instruct-fp32-trimmed-pruned/model.onnx
 bash scripts/setup.sh --python --disk-gb "$([ -f "$built" ] && echo 1 || echo 4)"
 .venv/bin/python scripts/build_models.py smollm2
+# cargo's build directory in the machine's cache (scripts/cache.sh).
+source scripts/cache.sh
+export CARGO_BUILD_BUILD_DIR
 cargo build --locked --release --bin readout
 readout=target/release/readout
 "$readout" variants models/smollm2-135m-instruct-{q4f16,q4,fp32}

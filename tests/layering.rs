@@ -572,7 +572,6 @@ const MAY_IMPORT: &[(&str, &[&str])] = &[
             "kernels",
             "model_dir",
             "platform",
-            "runtime",
         ],
     ),
     (

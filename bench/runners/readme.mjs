@@ -21,6 +21,7 @@ const kind = (f) => {
     if (r.rows && r.best && /^bash bench\/(runners\/)?decisions\.sh$/.test(r.command)) return "decisions";
     if (r.study === "threads") return "threads";
     if (r.study === "dot-peak") return "dot-peak";
+    if (r.benchmark === "test-suite") return "test-suite";
   } catch {
     return "unreadable";
   }
@@ -149,6 +150,19 @@ if (peaks.length) {
     }
     out += "\n";
   }
+}
+const suites = by("test-suite");
+if (suites.length) {
+  out += "## The test command on a clean clone\n\n";
+  out += "`git clone`, then `CI=true bash .ci/run`, timed by `scripts/test.sh` itself (seconds per step; chromium and deno run side by side, so the total is less than the sum).\n\n";
+  const names = [...new Set(suites.flatMap((f) => JSON.parse(readFileSync(f, "utf8")).steps.map((x) => x.name)))];
+  out += `| caches | commit | ${names.join(" | ")} | total | passed | source |\n|${"---|".repeat(names.length + 5)}\n`;
+  for (const f of suites) {
+    const r = JSON.parse(readFileSync(f, "utf8"));
+    const at = (n) => r.steps.find((x) => x.name === n)?.seconds ?? "";
+    out += `| ${r.caches} | ${r.commit.slice(0, 7)} | ${names.map(at).join(" | ")} | ${r.total_s} | ${r.passed ? "yes" : "no"} | \`${f.split("/").pop()}\` |\n`;
+  }
+  out += "\n";
 }
 const other = files.filter((f) => kind(f) === "other");
 out += `## Other result files\n\nWritten by the native benchmarks and \`readout evaluate\`; quoted in \`docs/measurements.md\`:\n\n${other.map((f) => `- \`${f}\``).join("\n")}\n`;

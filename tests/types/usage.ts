@@ -99,4 +99,8 @@ export async function misuse(engine: Engine, state: State): Promise<void> {
   await pkg.gpuReadoutSelfTest(new Float32Array(4), 1, 4, [0], false);
   // @ts-expect-error: diagnostics only
   await pkg.ReadoutBench.create(new Uint16Array(4), [0], "cpu");
+  // @ts-expect-error: diagnostics only
+  pkg.kernelSelfTest();
+  // @ts-expect-error: diagnostics only
+  pkg.poolFaultTest();
 }
