@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::core::model::config::ModelConfig;
-use crate::core::model::models_json::Catalog;
+use crate::core::model::models_json::{Catalog, Entry};
+use crate::core::spec::mode::{defaults_from_entry, ReadoutChoice, DEFAULTS_BY_RULE};
 use crate::core::text::tokenizer::TextTokenizer;
 use crate::engine::{Engine, EngineError, ModelAssets};
 use crate::kernels::Precision;
@@ -222,6 +223,74 @@ pub fn resolve(arg: &Path) -> Result<PathBuf, EngineError> {
         Some((catalog, id)) => checked_dir(Path::new(&format!("{catalog}.json")), id),
         None => Ok(arg.to_path_buf()),
     }
+}
+
+/// The readout a model serves when a call does not choose, and where that
+/// comes from: the rule the browser follows too (`core::spec::mode`). A
+/// `models.json#<id>` argument names its entry; a directory or graph file is
+/// looked up in a `models.json` one or two folders above it (the
+/// repository's own layout, `models.json` beside `models/<id>/`), matched by
+/// the entry's graph file. No entry, or one without a readout: the rule.
+pub fn readout_defaults(arg: &Path) -> Result<(ReadoutChoice, String), EngineError> {
+    let rule = || (ReadoutChoice::default(), DEFAULTS_BY_RULE.to_string());
+    let s = arg.to_string_lossy();
+    let entry = match s.split_once(".json#") {
+        Some((catalog, id)) => {
+            let path = PathBuf::from(format!("{catalog}.json"));
+            Some(read_catalog(&path)?.find(id)?.clone())
+        }
+        None => entry_listing(arg),
+    };
+    Ok(match entry {
+        Some(e) => match e.readout {
+            Some(d) => (d, defaults_from_entry(&e.id)),
+            None => rule(),
+        },
+        None => rule(),
+    })
+}
+
+fn read_catalog(path: &Path) -> Result<Catalog, EngineError> {
+    let text = std::fs::read_to_string(path).map_err(|e| file_err(path, e.to_string()))?;
+    Catalog::parse(&text).map_err(|e| file_err(path, e.to_string()))
+}
+
+/// The entry of a `models.json` near `arg` whose graph lives in `arg` (a
+/// directory) or is `arg` (a graph file). A catalog that cannot be read is
+/// passed over: it only ever supplies defaults here, never files.
+fn entry_listing(arg: &Path) -> Option<Entry> {
+    let arg = arg.canonicalize().ok()?;
+    let dir = if arg.is_dir() {
+        arg.clone()
+    } else {
+        arg.parent()?.to_path_buf()
+    };
+    for up in dir.ancestors().skip(1).take(2) {
+        let path = up.join("models.json");
+        let Ok(cat) = read_catalog(&path) else {
+            continue;
+        };
+        let found = cat.models.into_iter().find(|e| {
+            e.file("graph")
+                .and_then(|g| up.join(&g.url).canonicalize().ok())
+                .is_some_and(|g| g == arg || g.parent() == Some(dir.as_path()))
+        });
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+/// A proven engine over `arg` (a directory, a graph file or
+/// `models.json#<id>`), serving the readout defaults `readout_defaults` gives.
+pub fn open_model(arg: &Path, opts: &HostOptions) -> Result<HostEngine, EngineError> {
+    let (defaults, from) = readout_defaults(arg)?;
+    let mut engine = open_host_engine(&resolve(arg)?, opts)?;
+    if from != DEFAULTS_BY_RULE {
+        engine.set_readout_defaults(defaults, from)?;
+    }
+    Ok(engine)
 }
 
 /// Opens a model directory and builds a proven engine over it.

@@ -467,3 +467,141 @@ fn prune_refuses_fewer_than_two_letters_naming_the_count() {
     }
     assert!(!out.exists());
 }
+
+/// Runs `readout score` on `model` with `extra` flags; its JSON.
+fn score_json(
+    model: &std::path::Path,
+    state: &std::path::Path,
+    extra: &[&str],
+) -> serde_json::Value {
+    let out = readout()
+        .args(["--threads", "2", "score", "--model"])
+        .arg(model)
+        .arg("--state")
+        .arg(state)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn probs(v: &serde_json::Value) -> Vec<f64> {
+    v["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["probs"].as_array().unwrap().iter())
+        .map(|p| p["p"].as_f64().unwrap())
+        .collect()
+}
+
+/// With no readout flag the CLI serves what the browser serves: the model's
+/// models.json entry (named as `models.json#id`, or found beside the model's
+/// folder), else the rule (letters, plain prompt). It says which applied and
+/// where from; each flag overrides one field.
+#[test]
+fn without_flags_the_cli_takes_the_catalog_entry_or_the_rule_as_the_browser_does() {
+    let dir = temp_dir("cli-defaults");
+    let state = &fixture()[0];
+    let state_path = dir.join("state.json");
+    std::fs::write(&state_path, serde_json::to_string(state).unwrap()).unwrap();
+    let models = dir.join("models");
+    copy_model(Q4, &models.join(Q4));
+
+    // No catalog anywhere near: the rule.
+    let bare = score_json(&models.join(Q4), &state_path, &[]);
+    assert_eq!(bare["readout_defaults"]["mode"], "letters");
+    assert_eq!(bare["readout_defaults"]["calibration"], "none");
+    assert!(
+        bare["readout_defaults_from"]
+            .as_str()
+            .unwrap()
+            .starts_with("the rule"),
+        "{}",
+        bare["readout_defaults_from"]
+    );
+    for d in bare["decisions"].as_array().unwrap() {
+        assert_eq!(d["readout"]["mode"], "letters");
+    }
+
+    // A catalog beside `models/` whose entry names cloze with content-free
+    // calibration, as bench/runners/decisions.sh does for a real model.
+    let out = readout()
+        .args(["catalog", "--models"])
+        .arg(&models)
+        .arg("-o")
+        .arg(dir.join("models.json"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut cat: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("models.json")).unwrap()).unwrap();
+    let entry = cat["models"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|m| m["id"] == Q4)
+        .unwrap();
+    entry["readout"] = serde_json::json!({"mode": "cloze", "cloze_score": "sum", "calibration": "content-free", "prompt": "plain"});
+    std::fs::write(dir.join("models.json"), cat.to_string()).unwrap();
+
+    let by_id = format!("{}#{Q4}", dir.join("models.json").display());
+    let explicit = [
+        "--mode",
+        "cloze",
+        "--cloze-score",
+        "sum",
+        "--calibration",
+        "content-free",
+        "--prompt",
+        "plain",
+    ];
+    let flagged = score_json(&models.join(Q4), &state_path, &explicit);
+    for model in [std::path::PathBuf::from(&by_id), models.join(Q4)] {
+        let v = score_json(&model, &state_path, &[]);
+        assert_eq!(
+            v["readout_defaults"]["mode"],
+            "cloze",
+            "{}",
+            model.display()
+        );
+        assert_eq!(v["readout_defaults"]["calibration"], "content-free");
+        assert_eq!(
+            v["readout_defaults_from"],
+            format!("models.json entry {Q4}")
+        );
+        for d in v["decisions"].as_array().unwrap() {
+            assert_eq!(d["readout"]["mode"], "cloze");
+            assert_eq!(d["readout"]["calibration"], "content-free");
+        }
+        // The defaults are exactly the flags they stand for.
+        assert_eq!(probs(&v), probs(&flagged), "{}", model.display());
+    }
+    // One flag overrides one field; the rest stay the entry's.
+    let letters = score_json(&models.join(Q4), &state_path, &["--mode", "letters"]);
+    for d in letters["decisions"].as_array().unwrap() {
+        assert_eq!(d["readout"]["mode"], "letters");
+        assert_eq!(d["readout"]["calibration"], "content-free");
+    }
+    // `info` reports the same.
+    let out = readout()
+        .args(["info", "--model"])
+        .arg(models.join(Q4))
+        .output()
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["readout_defaults"]["mode"], "cloze");
+    assert_eq!(
+        info["readout_defaults_from"],
+        format!("models.json entry {Q4}")
+    );
+}

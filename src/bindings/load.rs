@@ -70,7 +70,10 @@ pub async fn load(
     let mut engine = Engine::new(built.runtime, files.assets(&choice.model)).await?;
     if let Some(d) = files.readout {
         engine
-            .set_readout_defaults(d)
+            .set_readout_defaults(
+                d,
+                crate::core::spec::mode::defaults_from_entry(&choice.model),
+            )
             .map_err(|source| LoadError::EntryReadout {
                 id: choice.model.clone(),
                 source,

@@ -65,6 +65,9 @@ export interface Decision {
 export interface EngineInfo {
   modelId: string; runtime: string; backend: "webgpu" | "wasm" | "cpu"; backendReason: string;
   readout: string; runLimit: number; bytesReadBack: number; liveGpuTensors: number;
+  /** What a call that does not choose gets, and where that came from: the model's models.json entry, or the rule for a model without one (letters, plain prompt); the CLI applies the same. */
+  readoutDefaults: { mode: "letters" | "cloze"; clozeScore: "sum" | "mean"; calibration: "none" | "content-free"; prompt: "plain" | "chat" };
+  readoutDefaultsFrom: string;
   /** Set once the WebGPU device was lost: every later run is refused; load the engine again. */
   deviceLost?: string | null;
   /** Where `prompt: "chat"` comes from, or the refusal such a call gets. */

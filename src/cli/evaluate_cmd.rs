@@ -12,8 +12,9 @@ use crate::core::eval::metrics::{calibrate, report, Calibration, Report, Scored}
 use crate::core::read::decision::Decision;
 use crate::core::spec::criteria::parse_states;
 use crate::core::spec::mode::PromptStyle;
+use crate::core::spec::mode::ReadoutChoice;
 use crate::engine::ScoreOptions;
-use crate::model_dir::open_host_engine;
+use crate::model_dir::open_model;
 use crate::model_dir::HostOptions;
 
 #[derive(Serialize)]
@@ -31,6 +32,9 @@ struct EvalReport {
     fixture: String,
     options: ScoreOptions,
     prompt: PromptStyle,
+    /// What a readout flag left out took, and where that came from.
+    readout_defaults: ReadoutChoice,
+    readout_defaults_from: String,
     states: usize,
     /// Scoring time (prefills excluded, baselines included) per criterion.
     ms_per_criterion: f64,
@@ -71,6 +75,10 @@ pub fn run(
         });
     }
     let model_dir = crate::model_dir::resolve(model)?;
+    // The flags over the model's defaults, known before the load so the
+    // report's default name can carry them.
+    let (defaults, defaults_from) = crate::model_dir::readout_defaults(model)?;
+    let readout = readout.over(defaults);
     let out = match out {
         Some(o) => o,
         None => {
@@ -85,7 +93,7 @@ pub fn run(
     };
     check_writable(&out)?;
     let t_load = Clock::new();
-    let mut engine = open_host_engine(&model_dir, opts)?;
+    let mut engine = open_model(model, opts)?;
     let load_seconds = t_load.ms() / 1e3;
     let info = engine.info();
     eprintln!(
@@ -145,7 +153,9 @@ pub fn run(
         runtime: info.runtime.clone(),
         fixture: fixture.display().to_string(),
         options: so,
-        prompt: readout.prompt,
+        prompt: readout.choice.prompt,
+        readout_defaults: defaults,
+        readout_defaults_from: defaults_from,
         states: states.len(),
         ms_per_criterion: score_ms / total as f64,
         baselines_computed: engine.baselines_computed(),

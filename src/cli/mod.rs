@@ -324,7 +324,7 @@ fn check_threads(given: usize) -> Result<usize, CliError> {
 }
 
 fn info(model: &std::path::Path, opts: &HostOptions) -> Result<(), CliError> {
-    let engine = crate::model_dir::open_host_engine(&crate::model_dir::resolve(model)?, opts)?;
+    let engine = crate::model_dir::open_model(model, opts)?;
     println!(
         "{}",
         serde_json::to_string_pretty(&engine.info()).unwrap_or_default()

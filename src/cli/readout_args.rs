@@ -5,7 +5,9 @@
 use serde::de::DeserializeOwned;
 
 use crate::core::read::debias::Debias;
-use crate::core::spec::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
+use crate::core::spec::mode::{
+    Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice,
+};
 use crate::engine::ScoreOptions;
 
 fn parse<T: DeserializeOwned>(s: &str) -> Result<T, String> {
@@ -13,33 +15,62 @@ fn parse<T: DeserializeOwned>(s: &str) -> Result<T, String> {
         .map_err(|e| format!("{s:?}: {e}"))
 }
 
+/// Each flag overrides one field of the model's readout defaults (its
+/// models.json entry's, else the rule's: `model_dir::readout_defaults`), the
+/// ones the browser serves too; a flag left out takes the default.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReadoutArgs {
     /// letters: the option letter's log-probability (one run; any graph).
     /// cloze: each option's own text as the answer (one run per option; stock graphs only).
-    #[arg(long, default_value = "letters", value_parser = parse::<Mode>)]
-    pub mode: Mode,
+    /// Default: the model's models.json entry, else letters.
+    #[arg(long, value_parser = parse::<Mode>)]
+    pub mode: Option<Mode>,
     /// cloze: how an option's token log-probabilities add up (sum or mean).
-    #[arg(long, default_value = "sum", value_parser = parse::<ClozeScore>)]
-    pub cloze_score: ClozeScore,
+    /// Default: the model's models.json entry, else sum.
+    #[arg(long, value_parser = parse::<ClozeScore>)]
+    pub cloze_score: Option<ClozeScore>,
     /// none, or content-free: divide out what the model prefers after evidence "N/A"
     /// (computed once per instruction and criterion, then cached).
-    #[arg(long, default_value = "none", value_parser = parse::<Calibration>)]
-    pub calibration: Calibration,
+    /// Default: the model's models.json entry, else none.
+    #[arg(long, value_parser = parse::<Calibration>)]
+    pub calibration: Option<Calibration>,
     /// plain: the project's text prompt. chat: the model's own chat template.
-    #[arg(long, default_value = "plain", value_parser = parse::<PromptStyle>)]
-    pub prompt: PromptStyle,
+    /// Default: the model's models.json entry, else plain.
+    #[arg(long, value_parser = parse::<PromptStyle>)]
+    pub prompt: Option<PromptStyle>,
     /// letters: none, or cyclic (score every rotation of the options and average).
     #[arg(long, default_value = "none", value_parser = parse::<Debias>)]
     pub debias: Debias,
 }
 
+/// The readout a command runs: the flags over the model's defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Readout {
+    pub choice: ReadoutChoice,
+    pub debias: Debias,
+}
+
 impl ReadoutArgs {
+    /// Each flag given replaces that field of `defaults`.
+    pub fn over(&self, defaults: ReadoutChoice) -> Readout {
+        Readout {
+            choice: ReadoutChoice {
+                mode: self.mode.unwrap_or(defaults.mode),
+                cloze_score: self.cloze_score.unwrap_or(defaults.cloze_score),
+                calibration: self.calibration.unwrap_or(defaults.calibration),
+                prompt: self.prompt.unwrap_or(defaults.prompt),
+            },
+            debias: self.debias,
+        }
+    }
+}
+
+impl Readout {
     /// The head a state is prefilled in: this prompt, and this mode's default instruction.
     pub fn head_style(&self) -> HeadStyle {
         HeadStyle {
-            prompt: self.prompt,
-            mode: self.mode,
+            prompt: self.choice.prompt,
+            mode: self.choice.mode,
         }
     }
 
@@ -47,27 +78,28 @@ impl ReadoutArgs {
         ScoreOptions {
             debias: self.debias,
             allowed_mass: true,
-            mode: self.mode,
-            cloze_score: self.cloze_score,
-            calibration: self.calibration,
+            mode: self.choice.mode,
+            cloze_score: self.choice.cloze_score,
+            calibration: self.choice.calibration,
         }
     }
 
     /// A short tag for report file names: `cloze-sum-cf-chat`.
     pub fn tag(&self) -> String {
-        let mut t = self.mode.name().to_string();
-        if self.mode == Mode::Cloze {
-            t.push_str(if self.cloze_score == ClozeScore::Mean {
+        let c = &self.choice;
+        let mut t = c.mode.name().to_string();
+        if c.mode == Mode::Cloze {
+            t.push_str(if c.cloze_score == ClozeScore::Mean {
                 "-mean"
             } else {
                 "-sum"
             });
         }
-        if self.calibration == Calibration::ContentFree {
+        if c.calibration == Calibration::ContentFree {
             t.push_str("-cf");
         }
         t.push('-');
-        t.push_str(self.prompt.name());
+        t.push_str(c.prompt.name());
         if self.debias == Debias::Cyclic {
             t.push_str("-cyclic");
         }

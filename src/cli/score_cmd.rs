@@ -8,8 +8,9 @@ use crate::cli::readout_args::ReadoutArgs;
 use crate::cli::CliError;
 use crate::core::read::decision::Decision;
 use crate::core::spec::criteria::{parse_states, StateSpec};
+use crate::core::spec::mode::ReadoutChoice;
 
-use crate::model_dir::open_host_engine;
+use crate::model_dir::open_model;
 use crate::model_dir::HostOptions;
 
 #[derive(Serialize)]
@@ -25,6 +26,11 @@ struct Output<'a> {
     state: &'a str,
     head_tokens: usize,
     convention: crate::engine::convention::Convention,
+    /// What a readout flag left out takes (each decision's `readout` says
+    /// what ran), and where that came from: the same as the browser's
+    /// `info().readoutDefaults`.
+    readout_defaults: ReadoutChoice,
+    readout_defaults_from: String,
     decisions: Vec<Decision>,
     #[serde(skip_serializing_if = "Option::is_none")]
     check: Option<Check>,
@@ -58,7 +64,9 @@ pub fn run(
     opts: &HostOptions,
 ) -> Result<(), CliError> {
     let state = read_state(state_path, index)?;
-    let mut engine = open_host_engine(&crate::model_dir::resolve(model)?, opts)?;
+    let mut engine = open_model(model, opts)?;
+    let defaults = engine.readout_defaults();
+    let readout = readout.over(defaults);
     let so = readout.score_options();
     pollster::block_on(async {
         let id = engine.prefill_with(&state, readout.head_style()).await?;
@@ -82,11 +90,14 @@ pub fn run(
         } else {
             None
         };
+        let info = engine.info();
         let out = Output {
-            model: &engine.info().model_id,
+            model: &info.model_id,
             state: &state.id,
             head_tokens: engine.head_tokens(id)?,
             convention: engine.convention(),
+            readout_defaults: defaults,
+            readout_defaults_from: info.readout_defaults_from.clone(),
             decisions,
             check,
         };

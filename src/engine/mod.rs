@@ -34,7 +34,7 @@ use crate::core::read::slots::SlotReadout;
 use crate::core::spec::criteria::MAX_OPTIONS;
 use crate::core::spec::criteria::{Criterion, StateSpec};
 use crate::core::spec::mode::{
-    Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice,
+    Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice, DEFAULTS_BY_RULE,
 };
 use crate::core::text::chat_template::ChatTemplate;
 use crate::core::text::prompt::{default_instruction, render_head, render_suffix};
@@ -99,6 +99,8 @@ pub struct EngineInfo {
     pub proof: ProofReport,
     /// What a call that does not choose gets.
     pub readout_defaults: ReadoutChoice,
+    /// Where those defaults come from: a models.json entry, or the rule.
+    pub readout_defaults_from: String,
     /// Where `prompt: "chat"` comes from, or why it cannot be served.
     pub chat_template: ChatTemplateInfo,
 }
@@ -126,6 +128,7 @@ pub struct Engine<R: Runtime> {
     baselines: BaselineCache,
     baselines_computed: u64,
     defaults: ReadoutChoice,
+    defaults_from: String,
 }
 
 impl<R: Runtime> Engine<R> {
@@ -180,6 +183,7 @@ impl<R: Runtime> Engine<R> {
             baselines: BaselineCache::new(BASELINE_CACHE_CAPACITY),
             baselines_computed: 0,
             defaults: ReadoutChoice::default(),
+            defaults_from: DEFAULTS_BY_RULE.to_string(),
         })
     }
 
@@ -192,6 +196,7 @@ impl<R: Runtime> Engine<R> {
             letters: self.plan.clone(),
             proof: self.proof.clone(),
             readout_defaults: self.defaults,
+            readout_defaults_from: self.defaults_from.clone(),
             chat_template: match &self.chat {
                 Ok(t) => ChatTemplateInfo::Available {
                     source: t.name().to_string(),
@@ -204,9 +209,14 @@ impl<R: Runtime> Engine<R> {
         }
     }
 
-    /// Sets what calls that do not choose get; cloze on a graph that cannot
-    /// serve it is refused here rather than on every later call.
-    pub fn set_readout_defaults(&mut self, d: ReadoutChoice) -> Result<(), EngineError> {
+    /// Sets what calls that do not choose get, and where that came from (a
+    /// models.json entry); cloze on a graph that cannot serve it is refused
+    /// here rather than on every later call.
+    pub fn set_readout_defaults(
+        &mut self,
+        d: ReadoutChoice,
+        from: impl Into<String>,
+    ) -> Result<(), EngineError> {
         if d.mode == Mode::Cloze {
             self.check_cloze_graph()?;
         }
@@ -214,6 +224,7 @@ impl<R: Runtime> Engine<R> {
             self.chat()?;
         }
         self.defaults = d;
+        self.defaults_from = from.into();
         Ok(())
     }
 

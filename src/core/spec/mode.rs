@@ -51,6 +51,16 @@ pub enum PromptStyle {
     Chat,
 }
 
+/// Where the defaults of a model without a catalog entry come from, as
+/// `info()` and the CLI's JSON report it.
+pub const DEFAULTS_BY_RULE: &str =
+    "the rule for a model no models.json entry gives a readout: letters, plain prompt";
+
+/// Where the defaults of a model with a catalog entry come from.
+pub fn defaults_from_entry(id: &str) -> String {
+    format!("models.json entry {id}")
+}
+
 impl Mode {
     pub fn name(self) -> &'static str {
         match self {
@@ -78,9 +88,11 @@ pub struct HeadStyle {
     pub mode: Mode,
 }
 
-/// A whole readout choice: what a model serves when a call does not say (per
-/// models.json entry, the best measured combination for that graph; else
-/// letters in the plain prompt), and what a decision reports it ran.
+/// A whole readout choice: what a model serves when a call does not say, and
+/// what a decision reports it ran. The defaults follow one rule, the same in
+/// the browser and the CLI: the model's models.json entry when it has one
+/// (the best measured combination for that graph), else [`ReadoutChoice::default`]
+/// (letters in the plain prompt), which [`DEFAULTS_BY_RULE`] names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReadoutChoice {
