@@ -79,15 +79,22 @@ report() {
 }
 trap report EXIT
 
-# step NAME CMD...: runs CMD, timed, under NAME in the table.
+# step NAME CMD...: runs CMD, timed, under NAME in the table. CMD runs in a
+# subshell with errexit on and outside any condition: a function run as
+# `if f` or `f || x` ignores set -e, so a failing command inside it would not
+# stop it and only its last command's status would count. For the same
+# reason step itself is never called as a condition.
 step() {
-  local name=$1; shift
-  local t0; t0=$(date +%s)
+  local name=$1 rc t0; shift
+  t0=$(date +%s)
   echo "[test] $name" >&2
-  if "$@"; then
+  set +e
+  (set -e; "$@")
+  rc=$?
+  set -e
+  if [ $rc = 0 ]; then
     record "$name" $(( $(date +%s) - t0 )) ok
   else
-    local rc=$?
     record "$name" $(( $(date +%s) - t0 )) "failed (exit $rc)"
     return $rc
   fi
@@ -191,6 +198,7 @@ if wants chromium && wants deno; then
   # Each one's lines carry its name; both are waited for, and either's
   # failure fails the run.
   echo "[test] chromium and deno, side by side" >&2
+  # (Each step is one command, so `|| rc=$?` loses no failure inside it.)
   ( set -o pipefail; t0=$(date +%s); rc=0; chromium_step 2>&1 | sed -u 's/^/[chromium] /' || rc=$?
     echo "$(( $(date +%s) - t0 )) $rc" > target/.chromium.time; exit $rc ) &
   pid_c=$!
