@@ -31,6 +31,8 @@ source scripts/thread_flags.sh
 # by every clone and by the test command's gates.
 source scripts/cache.sh
 export CARGO_BUILD_BUILD_DIR
+# A line at least every 30 s while a build or wasm-opt runs.
+source scripts/heartbeat.sh
 if ! rustup component list --toolchain "$NIGHTLY" --installed 2>/dev/null | grep -q "^rust-src"; then
   log "$NIGHTLY with rust-src (for the threaded build) is missing; run bash scripts/setup.sh"
   exit 1
@@ -67,9 +69,10 @@ build() {
   fi
   log "$out: cargo build --target wasm32-unknown-unknown --lib (${profile}${features:+, features $features}, $kind)"
   if [ "$kind" = threads ]; then
-    RUSTFLAGS="$THREAD_FLAGS" CARGO_BUILD_BUILD_DIR="$NIGHTLY_BUILD_DIR" "${cargo[@]}" build --locked --target wasm32-unknown-unknown --lib "${flags[@]}" >&2
+    RUSTFLAGS="$THREAD_FLAGS" CARGO_BUILD_BUILD_DIR="$NIGHTLY_BUILD_DIR" heartbeat "[pkg] $out: cargo build" \
+      "${cargo[@]}" build --locked --target wasm32-unknown-unknown --lib "${flags[@]}" >&2
   else
-    "${cargo[@]}" build --locked --target wasm32-unknown-unknown --lib "${flags[@]}" >&2
+    heartbeat "[pkg] $out: cargo build" "${cargo[@]}" build --locked --target wasm32-unknown-unknown --lib "${flags[@]}" >&2
   fi
   local wasm="$dir/wasm32-unknown-unknown/$profile/readout.wasm"
   local tmp="$out.tmp"
@@ -79,7 +82,7 @@ build() {
     # Before wasm-bindgen: Debian's binaryen 108 run on wasm-bindgen's output
     # breaks its externref table ("WebAssembly.Table.set(): Argument 1 is invalid").
     log "wasm-opt -Oz"
-    wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+    heartbeat "[pkg] $out: wasm-opt" wasm-opt -Oz --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
       --enable-mutable-globals --enable-reference-types --enable-multivalue --enable-simd "$wasm" -o "$tmp/opt.wasm"
     wasm="$tmp/opt.wasm"
   fi
@@ -93,7 +96,7 @@ build() {
     # on a threaded module optimised before it ("failed to find `0` in
     # function table"), with either binaryen.
     log "wasm-opt -Oz (binaryen $(node -p 'require("./node_modules/binaryen/package.json").version'), after wasm-bindgen)"
-    node_modules/.bin/wasm-opt -Oz --enable-threads --enable-bulk-memory \
+    heartbeat "[pkg] $out: wasm-opt" node_modules/.bin/wasm-opt -Oz --enable-threads --enable-bulk-memory \
       --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals \
       --enable-reference-types --enable-multivalue --enable-simd --enable-relaxed-simd \
       "$tmp/readout_bg.wasm" -o "$tmp/readout_bg.opt.wasm"

@@ -33,9 +33,10 @@ export function denoAvailable() {
 /**
  * Runs `fn(arg)` in a fresh Deno process with the package loaded; resolves
  * to its result, or rejects with the error it threw (its `code`, `field`
- * and `limit` kept) and the process's last output lines.
+ * and `limit` kept) and the process's last output lines. `onLine` is
+ * called with each line the process prints, as it prints it.
  */
-export function denoEvaluate(fn, arg, { build = "pkg-diagnostics", timeoutMs = 900_000, log = [] } = {}) {
+export function denoEvaluate(fn, arg, { build = "pkg-diagnostics", timeoutMs = 900_000, log = [], onLine } = {}) {
   // Mesa's Vulkan loader wants a runtime dir for its window-system probing.
   const xdg = process.env.XDG_RUNTIME_DIR || `/tmp/readout-xdg-${process.getuid?.() ?? 0}`;
   mkdirSync(xdg, { recursive: true, mode: 0o700 });
@@ -50,7 +51,11 @@ export function denoEvaluate(fn, arg, { build = "pkg-diagnostics", timeoutMs = 9
     let out = "";
     const lines = [];
     const keep = (chunk) => {
-      for (const l of chunk.toString().split("\n")) if (l.trim() && !l.startsWith("@@")) lines.push(l);
+      for (const l of chunk.toString().split("\n")) {
+        if (!l.trim() || l.startsWith("@@")) continue;
+        lines.push(l);
+        onLine?.(l);
+      }
       while (lines.length > 40) lines.shift();
     };
     child.stdout.on("data", (c) => { out += c; keep(c); });

@@ -9,8 +9,10 @@
 #   bash scripts/main.sh              serve the demo on http://127.0.0.1:8000/www/
 #   bash scripts/main.sh --headless   drive headless Chromium through the demo on
 #                                     examples/state.json and print the decisions,
-#                                     then the same state on the pruned q4f16 file
-#                                     on float16 WebGPU in Deno (lavapipe, emulated)
+#                                     then the same state on float16 WebGPU in Deno
+#                                     (lavapipe, emulated): the stock q4f16 entry in its
+#                                     default readout beside native, then the pruned
+#                                     letters path
 #   MODEL=<models.json id> bash scripts/main.sh [--headless]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +33,9 @@ bash scripts/setup.sh --python --disk-gb "$([ -f "$built" ] && echo 1 || echo 4)
 # cargo's build directory in the machine's cache (scripts/cache.sh).
 source scripts/cache.sh
 export CARGO_BUILD_BUILD_DIR
-cargo build --locked --release --bin readout
+# A line at least every 30 s while the release build links.
+source scripts/heartbeat.sh
+heartbeat "[main] cargo build --release" cargo build --locked --release --bin readout
 readout=target/release/readout
 "$readout" variants models/smollm2-135m-instruct-{q4f16,q4,fp32}
 # Surgery on the real int4 heads, once per built model set: prune at 2, 3, 4
@@ -77,9 +81,12 @@ echo "[main] native check: readout score --model models.json#$model --state exam
 
 if [ "$headless" = 1 ]; then
   node scripts/demo.mjs --headless --model "$model"
-  # Then the mission's own path, which Chromium here cannot run (its only
-  # adapter, SwiftShader, has no shader-f16): the pruned q4f16 file on
-  # WebGPU with float16, in Deno on Mesa's lavapipe, times marked emulated.
-  exec node scripts/deno_demo.mjs --model "${model%-trimmed-pruned}-trimmed-pruned"
+  # Then float16 WebGPU, which Chromium here cannot run (its only adapter,
+  # SwiftShader, has no shader-f16), in Deno on Mesa's lavapipe, times
+  # marked emulated: the stock entry in its default readout beside the
+  # native engine's decisions, then the pruned letters path.
+  stock="${model%-trimmed-pruned}"
+  stock="${stock%-trimmed}"
+  exec node scripts/deno_demo.mjs --model "$stock" --letters-model "$stock-trimmed-pruned" --bin "$readout"
 fi
 exec node scripts/demo.mjs --model "$model"
