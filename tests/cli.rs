@@ -17,20 +17,8 @@ fn score_with_check_matches_the_uncached_forward() {
     let path = dir.join("state.json");
     std::fs::write(&path, serde_json::to_string(state).unwrap()).unwrap();
     let t0 = std::time::Instant::now();
-    let out = readout()
-        .args(["--threads", "2", "score", "--check", "--model"])
-        .arg(model_path(Q4))
-        .arg("--state")
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let v = score_json(&model_path(Q4), &path, &["--check"]);
     let wall_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let decisions = v["decisions"].as_array().unwrap();
     assert_eq!(decisions.len(), state.criteria.len());
     // Each decision's ms is its own scoring time: together within the
