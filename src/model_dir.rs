@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::core::model::config::ModelConfig;
 use crate::core::model::models_json::{Catalog, Entry};
-use crate::core::spec::mode::{defaults_from_entry, ReadoutChoice, DEFAULTS_BY_RULE};
+use crate::core::spec::mode::{defaults_from_entry, ReadoutChoice};
 use crate::core::text::tokenizer::TextTokenizer;
 use crate::engine::{Engine, EngineError, ModelAssets};
 use crate::kernels::Precision;
@@ -225,14 +225,14 @@ pub fn resolve(arg: &Path) -> Result<PathBuf, EngineError> {
     }
 }
 
-/// The readout a model serves when a call does not choose, and where that
-/// comes from: the rule the browser follows too (`core::spec::mode`). A
+/// The readout defaults a model's catalog entry names, and where they come
+/// from; `None` where no entry names one, and the rule applies (the engine's
+/// own default, `core::spec::mode::DEFAULTS_BY_RULE`), as in the browser. A
 /// `models.json#<id>` argument names its entry; a directory or graph file is
 /// looked up in a `models.json` one or two folders above it (the
 /// repository's own layout, `models.json` beside `models/<id>/`), matched by
-/// the entry's graph file. No entry, or one without a readout: the rule.
-pub fn readout_defaults(arg: &Path) -> Result<(ReadoutChoice, String), EngineError> {
-    let rule = || (ReadoutChoice::default(), DEFAULTS_BY_RULE.to_string());
+/// the entry's graph file.
+pub fn entry_readout(arg: &Path) -> Result<Option<(ReadoutChoice, String)>, EngineError> {
     let s = arg.to_string_lossy();
     let entry = match s.split_once(".json#") {
         Some((catalog, id)) => {
@@ -241,13 +241,7 @@ pub fn readout_defaults(arg: &Path) -> Result<(ReadoutChoice, String), EngineErr
         }
         None => entry_listing(arg),
     };
-    Ok(match entry {
-        Some(e) => match e.readout {
-            Some(d) => (d, defaults_from_entry(&e.id)),
-            None => rule(),
-        },
-        None => rule(),
-    })
+    Ok(entry.and_then(|e| Some((e.readout?, defaults_from_entry(&e.id)))))
 }
 
 fn read_catalog(path: &Path) -> Result<Catalog, EngineError> {
@@ -283,11 +277,15 @@ fn entry_listing(arg: &Path) -> Option<Entry> {
 }
 
 /// A proven engine over `arg` (a directory, a graph file or
-/// `models.json#<id>`), serving the readout defaults `readout_defaults` gives.
-pub fn open_model(arg: &Path, opts: &HostOptions) -> Result<HostEngine, EngineError> {
-    let (defaults, from) = readout_defaults(arg)?;
+/// `models.json#<id>`), serving `entry`'s readout defaults (`entry_readout`)
+/// where it names some, the rule's otherwise.
+pub fn open_model(
+    arg: &Path,
+    opts: &HostOptions,
+    entry: Option<(ReadoutChoice, String)>,
+) -> Result<HostEngine, EngineError> {
     let mut engine = open_host_engine(&resolve(arg)?, opts)?;
-    if from != DEFAULTS_BY_RULE {
+    if let Some((defaults, from)) = entry {
         engine.set_readout_defaults(defaults, from)?;
     }
     Ok(engine)

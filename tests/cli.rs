@@ -10,6 +10,17 @@ fn readout() -> Command {
     Command::new(env!("CARGO_BIN_EXE_readout"))
 }
 
+/// Runs `cmd` and asserts it succeeded, showing its stderr if not.
+fn succeed(cmd: &mut Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 #[test]
 fn score_with_check_matches_the_uncached_forward() {
     let dir = temp_dir("cli-score");
@@ -60,19 +71,14 @@ fn evaluate_writes_a_report_with_every_metric() {
     std::fs::write(&fixture_path, lines.join("\n")).unwrap();
     let report = dir.join("report.json");
     let t0 = std::time::Instant::now();
-    let out = readout()
-        .args(["--threads", "2", "evaluate"])
-        .arg(&fixture_path)
-        .arg("--model")
-        .arg(model_path(Q4))
-        .args(["--debias", "cyclic", "--out"])
-        .arg(&report)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeed(
+        readout()
+            .args(["--threads", "2", "evaluate"])
+            .arg(&fixture_path)
+            .arg("--model")
+            .arg(model_path(Q4))
+            .args(["--debias", "cyclic", "--out"])
+            .arg(&report),
     );
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -123,19 +129,14 @@ fn evaluate_writes_a_report_with_every_metric() {
 
     // Cloze with calibration: every criterion's baseline computed once, and
     // the decisions say what ran.
-    let out = readout()
-        .args(["--threads", "2", "evaluate"])
-        .arg(&fixture_path)
-        .arg("--model")
-        .arg(model_path(Q4))
-        .args(["--mode", "cloze", "--calibration", "content-free", "--out"])
-        .arg(&report)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        readout()
+            .args(["--threads", "2", "evaluate"])
+            .arg(&fixture_path)
+            .arg("--model")
+            .arg(model_path(Q4))
+            .args(["--mode", "cloze", "--calibration", "content-free", "--out"])
+            .arg(&report),
     );
     let v: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
@@ -462,18 +463,13 @@ fn score_json(
     state: &std::path::Path,
     extra: &[&str],
 ) -> serde_json::Value {
-    let out = readout()
-        .args(["--threads", "2", "score", "--model"])
-        .arg(model)
-        .arg("--state")
-        .arg(state)
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeed(
+        readout()
+            .args(["--threads", "2", "score", "--model"])
+            .arg(model)
+            .arg("--state")
+            .arg(state)
+            .args(extra),
     );
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -519,17 +515,12 @@ fn without_flags_the_cli_takes_the_catalog_entry_or_the_rule_as_the_browser_does
 
     // A catalog beside `models/` whose entry names cloze with content-free
     // calibration, as bench/runners/decisions.sh does for a real model.
-    let out = readout()
-        .args(["catalog", "--models"])
-        .arg(&models)
-        .arg("-o")
-        .arg(dir.join("models.json"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeed(
+        readout()
+            .args(["catalog", "--models"])
+            .arg(&models)
+            .arg("-o")
+            .arg(dir.join("models.json")),
     );
     let mut cat: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("models.json")).unwrap()).unwrap();
@@ -581,15 +572,55 @@ fn without_flags_the_cli_takes_the_catalog_entry_or_the_rule_as_the_browser_does
         assert_eq!(d["readout"]["calibration"], "content-free");
     }
     // `info` reports the same.
-    let out = readout()
-        .args(["info", "--model"])
-        .arg(models.join(Q4))
-        .output()
-        .unwrap();
+    let out = succeed(readout().args(["info", "--model"]).arg(models.join(Q4)));
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(info["readout_defaults"]["mode"], "cloze");
     assert_eq!(
         info["readout_defaults_from"],
         format!("models.json entry {Q4}")
+    );
+}
+
+/// The defaults' catalog, when it is wrong: an id it does not hold is refused
+/// by name, listing the ids it has; an unreadable `models.json` beside a model
+/// folder only ever supplied defaults, so the rule applies and the model scores.
+#[test]
+fn a_missing_entry_is_named_and_an_unreadable_catalog_beside_a_model_leaves_the_rule() {
+    let dir = temp_dir("cli-defaults-bad");
+    let state_path = dir.join("state.json");
+    std::fs::write(&state_path, serde_json::to_string(&fixture()[0]).unwrap()).unwrap();
+    let models = dir.join("models");
+    copy_model(Q4, &models.join(Q4));
+    succeed(
+        readout()
+            .args(["catalog", "--models"])
+            .arg(&models)
+            .arg("-o")
+            .arg(dir.join("models.json")),
+    );
+    let out = readout()
+        .args(["score", "--model"])
+        .arg(format!("{}#nope", dir.join("models.json").display()))
+        .arg("--state")
+        .arg(&state_path)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("nope") && err.contains(Q4), "{err}");
+
+    std::fs::write(dir.join("models.json"), "{ not json").unwrap();
+    let v = score_json(&models.join(Q4), &state_path, &[]);
+    assert!(
+        v["readout_defaults_from"]
+            .as_str()
+            .unwrap()
+            .starts_with("the rule"),
+        "{}",
+        v["readout_defaults_from"]
+    );
+    assert_eq!(
+        v["decisions"].as_array().unwrap().len(),
+        fixture()[0].criteria.len()
     );
 }

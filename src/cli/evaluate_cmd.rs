@@ -12,7 +12,7 @@ use crate::core::eval::metrics::{calibrate, report, Calibration, Report, Scored}
 use crate::core::read::decision::Decision;
 use crate::core::spec::criteria::parse_states;
 use crate::core::spec::mode::PromptStyle;
-use crate::core::spec::mode::ReadoutChoice;
+use crate::core::spec::mode::{ReadoutChoice, DEFAULTS_BY_RULE};
 use crate::engine::ScoreOptions;
 use crate::model_dir::open_model;
 use crate::model_dir::HostOptions;
@@ -77,7 +77,11 @@ pub fn run(
     let model_dir = crate::model_dir::resolve(model)?;
     // The flags over the model's defaults, known before the load so the
     // report's default name can carry them.
-    let (defaults, defaults_from) = crate::model_dir::readout_defaults(model)?;
+    let entry = crate::model_dir::entry_readout(model)?;
+    let (defaults, defaults_from) = match &entry {
+        Some((d, from)) => (*d, from.clone()),
+        None => (ReadoutChoice::default(), DEFAULTS_BY_RULE.to_string()),
+    };
     let readout = readout.over(defaults);
     let out = match out {
         Some(o) => o,
@@ -93,7 +97,7 @@ pub fn run(
     };
     check_writable(&out)?;
     let t_load = Clock::new();
-    let mut engine = open_model(model, opts)?;
+    let mut engine = open_model(model, opts, entry)?;
     let load_seconds = t_load.ms() / 1e3;
     let info = engine.info();
     eprintln!(

@@ -324,7 +324,8 @@ fn check_threads(given: usize) -> Result<usize, CliError> {
 }
 
 fn info(model: &std::path::Path, opts: &HostOptions) -> Result<(), CliError> {
-    let engine = crate::model_dir::open_model(model, opts)?;
+    let entry = crate::model_dir::entry_readout(model)?;
+    let engine = crate::model_dir::open_model(model, opts, entry)?;
     println!(
         "{}",
         serde_json::to_string_pretty(&engine.info()).unwrap_or_default()

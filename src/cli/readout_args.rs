@@ -16,7 +16,7 @@ fn parse<T: DeserializeOwned>(s: &str) -> Result<T, String> {
 }
 
 /// Each flag overrides one field of the model's readout defaults (its
-/// models.json entry's, else the rule's: `model_dir::readout_defaults`), the
+/// models.json entry's, else the rule's: `model_dir::entry_readout`), the
 /// ones the browser serves too; a flag left out takes the default.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ReadoutArgs {

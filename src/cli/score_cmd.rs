@@ -64,7 +64,7 @@ pub fn run(
     opts: &HostOptions,
 ) -> Result<(), CliError> {
     let state = read_state(state_path, index)?;
-    let mut engine = open_model(model, opts)?;
+    let mut engine = open_model(model, opts, crate::model_dir::entry_readout(model)?)?;
     let defaults = engine.readout_defaults();
     let readout = readout.over(defaults);
     let so = readout.score_options();
@@ -90,14 +90,13 @@ pub fn run(
         } else {
             None
         };
-        let info = engine.info();
         let out = Output {
-            model: &info.model_id,
+            model: &engine.info().model_id,
             state: &state.id,
             head_tokens: engine.head_tokens(id)?,
             convention: engine.convention(),
             readout_defaults: defaults,
-            readout_defaults_from: info.readout_defaults_from.clone(),
+            readout_defaults_from: engine.readout_defaults_from().to_string(),
             decisions,
             check,
         };

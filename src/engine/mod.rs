@@ -232,6 +232,11 @@ impl<R: Runtime> Engine<R> {
         self.defaults
     }
 
+    /// Where `readout_defaults` come from: a models.json entry, or the rule.
+    pub fn readout_defaults_from(&self) -> &str {
+        &self.defaults_from
+    }
+
     pub fn convention(&self) -> Convention {
         self.proof.convention
     }
