@@ -86,6 +86,24 @@ impl Engine {
             Ok(JsValue::UNDEFINED)
         })
     }
+
+    /// Arms a loss in flight: the shared WebGPU device is destroyed right
+    /// after the `n`th run from now (1: the next) has been handed to
+    /// onnxruntime-web, so the call that made it is mid-way (spec §12: it
+    /// rejects with `device_lost`, and no promise is left pending).
+    #[wasm_bindgen(js_name = loseGpuDeviceDuringRun, unchecked_return_type = "Promise<void>")]
+    pub fn lose_gpu_device_during_run(&self, n: u32) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            shared
+                .with(async |e| match e.runtime().onnx() {
+                    Some(r) => Ok(r.lose_device_during_run(n)?),
+                    None => Ok(()),
+                })
+                .await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
 }
 
 #[wasm_bindgen]

@@ -104,10 +104,7 @@ pub async fn request_shared_device() -> Result<SharedDevice, GpuError> {
 /// process crashing, `destroy()`), so every later run is refused by name
 /// instead of failing inside onnxruntime-web.
 fn watch_lost(shared: &SharedDevice) {
-    let Some(d) = shared.js_device() else { return };
-    let Ok(p) =
-        js_sys::Reflect::get(&d, &"lost".into()).and_then(|p| p.dyn_into::<js_sys::Promise>())
-    else {
+    let Some(p) = shared.js_device().as_ref().and_then(lost_promise) else {
         return;
     };
     let lost = shared.lost.clone();
@@ -115,25 +112,37 @@ fn watch_lost(shared: &SharedDevice) {
         let info = wasm_bindgen_futures::JsFuture::from(p)
             .await
             .unwrap_or(JsValue::UNDEFINED);
-        let field = |k: &str| {
-            js_sys::Reflect::get(&info, &k.into())
-                .ok()
-                .and_then(|v| v.as_string())
-                .unwrap_or_default()
-        };
-        let (reason, message) = (field("reason"), field("message"));
-        *lost.borrow_mut() = Some(format!(
-            "{}{}",
-            if reason.is_empty() {
-                "unknown"
-            } else {
-                &reason
-            },
-            if message.is_empty() {
-                String::new()
-            } else {
-                format!(": {message}")
-            }
-        ));
+        *lost.borrow_mut() = Some(lost_reason(&info));
     });
+}
+
+/// A `GPUDevice`'s `lost` promise (it resolves once, and stays resolved).
+pub fn lost_promise(device: &JsValue) -> Option<js_sys::Promise> {
+    js_sys::Reflect::get(device, &"lost".into())
+        .and_then(|p| p.dyn_into::<js_sys::Promise>())
+        .ok()
+}
+
+/// "reason: message" from a `GPUDeviceLostInfo`.
+pub fn lost_reason(info: &JsValue) -> String {
+    let field = |k: &str| {
+        js_sys::Reflect::get(info, &k.into())
+            .ok()
+            .and_then(|v| v.as_string())
+            .unwrap_or_default()
+    };
+    let (reason, message) = (field("reason"), field("message"));
+    format!(
+        "{}{}",
+        if reason.is_empty() {
+            "unknown"
+        } else {
+            &reason
+        },
+        if message.is_empty() {
+            String::new()
+        } else {
+            format!(": {message}")
+        }
+    )
 }

@@ -222,3 +222,54 @@ test("WebGPU float16: 20 prefills leave liveGpuTensors where it started; a lost 
   assert.match(r.lostScore.message, /GPU device lost/);
   assert.equal(r.again, r.first, "a new engine after the loss scores as the first did");
 });
+
+test("WebGPU float16: a device lost while a prefill, then while a cloze criterion, is in flight rejects each call with device_lost, leaves no promise pending, and a new engine scores as the first did", async () => {
+  const r = await inDeno(async ({ Engine }, { models, ORT_BASE }) => {
+    // The stock file: cloze needs the whole head.
+    const source = `${models}qwen3-tiny-random-q4f16/`;
+    const evidence = { evidence: "Report 3: the door of room 3 is open, and the window beside it is shut." };
+    const c = { id: "c", question: "Is the door open?", options: [{ id: "y", description: "Yes, it is open" }, { id: "n", description: "No, it is shut" }] };
+    const cloze = { mode: "cloze", calibration: "content-free" };
+    // Each call must settle on its own: a pending promise fails here, not by the suite's timeout.
+    const settled = (p, what) => Promise.race([
+      p.then((v) => ({ accepted: v }), (err) => ({ message: err.message, code: err.code })),
+      new Promise((res) => setTimeout(() => res({ pending: what }), 60_000)),
+    ]);
+    const load = () => Engine.load(source, { backend: "webgpu", ortBase: ORT_BASE });
+
+    const a = await load();
+    const first = await (await a.prefill(evidence)).score(c, cloze);
+    // The next run is the prefill's first: the device goes while it is in flight.
+    await a.loseGpuDeviceDuringRun(1);
+    const lostPrefill = await settled(a.prefill(evidence), "prefill");
+    const afterPrefill = await settled(a.prefill(evidence), "the prefill after it");
+    const infoA = a.info();
+    const disposedA = await settled(a.dispose(), "dispose");
+
+    const b = await load();
+    const held = await b.prefill(evidence);
+    // A cloze criterion is several runs (the question, then the options, and
+    // content-free's baseline): the device goes during the second.
+    await b.loseGpuDeviceDuringRun(2);
+    const lostCloze = await settled(held.score(c, cloze), "cloze criterion");
+    const afterCloze = await settled(held.score(c, cloze), "the criterion after it");
+    const disposedHeld = await settled(held.dispose(), "state dispose");
+    const disposedB = await settled(b.dispose(), "dispose");
+
+    const e = await load();
+    const again = await (await e.prefill(evidence)).score(c, cloze);
+    await e.dispose();
+    return {
+      lostPrefill, afterPrefill, lostCloze, afterCloze, deviceLost: infoA.deviceLost ?? null,
+      disposed: [disposedA, disposedHeld, disposedB], first: first.probs.map((p) => p.p), again: again.probs.map((p) => p.p),
+    };
+  });
+  for (const [what, x] of Object.entries({ lostPrefill: r.lostPrefill, afterPrefill: r.afterPrefill, lostCloze: r.lostCloze, afterCloze: r.afterCloze })) {
+    assert.equal(x.pending, undefined, `${what}: left pending`);
+    assert.equal(x.code, "device_lost", `${what}: ${JSON.stringify(x)}`);
+    assert.match(x.message, /GPU device lost/);
+  }
+  assert.ok(r.deviceLost, "info() names the loss");
+  for (const d of r.disposed) assert.equal(d.pending, undefined, "dispose after a loss settles");
+  assert.deepEqual(r.again, r.first, "a new engine after the loss scores as the first did");
+});

@@ -88,11 +88,8 @@ impl WebRuntime {
     }
 
     /// A kernel failure, or the device loss behind it when there was one.
-    pub(super) fn kernel_failed(&self, e: crate::gpu::GpuError) -> RuntimeError {
-        match self.check_device() {
-            Err(lost) => lost,
-            Ok(()) => RuntimeError::Gpu(e.to_string()),
-        }
+    pub(super) async fn kernel_failed(&self, e: crate::gpu::GpuError) -> RuntimeError {
+        self.loss_behind(RuntimeError::Gpu(e.to_string())).await
     }
 
     /// The kernel over the logits `run_into_gpu` left in our buffer.
@@ -103,9 +100,12 @@ impl WebRuntime {
         tasks: &[RowTask<'_>],
     ) -> Result<Vec<crate::gpu::GpuSlots>, RuntimeError> {
         let (gpu, buf) = self.kernel()?;
-        let g = match gpu.read_rows(buf, dims, f16, tasks).await {
+        let g = match self
+            .unless_lost(gpu.read_rows(buf, dims, f16, tasks))
+            .await?
+        {
             Ok(g) => g,
-            Err(e) => return Err(self.kernel_failed(e)),
+            Err(e) => return Err(self.kernel_failed(e).await),
         };
         self.read_back += g.iter().map(|s| s.bytes_read_back as u64).sum::<u64>();
         Ok(g)
@@ -119,9 +119,12 @@ impl WebRuntime {
         at: &[(usize, u32)],
     ) -> Result<Vec<f64>, RuntimeError> {
         let (gpu, buf) = self.kernel()?;
-        let (lp, bytes) = match gpu.read_log_probs(buf, dims, f16, at).await {
+        let (lp, bytes) = match self
+            .unless_lost(gpu.read_log_probs(buf, dims, f16, at))
+            .await?
+        {
             Ok(r) => r,
-            Err(e) => return Err(self.kernel_failed(e)),
+            Err(e) => return Err(self.kernel_failed(e).await),
         };
         self.read_back += bytes as u64;
         Ok(lp)

@@ -74,14 +74,18 @@ impl WebRuntime {
     ) -> Result<Object, RuntimeError> {
         self.check_device()?;
         let (feeds, temps) = self.feeds(step, past)?;
-        let out = self.session.run(&feeds, fetches).await;
+        let run = self.session.run(&feeds, fetches);
+        self.injected_loss();
+        let out = self.unless_lost(run).await;
         for t in temps {
             t.dispose();
         }
-        match out {
+        match out? {
             Ok(o) => Ok(o),
             Err(m) => {
-                self.check_device()?;
+                if let e @ RuntimeError::DeviceLost(_) = self.loss_behind(run_err(&m)).await {
+                    return Err(e);
+                }
                 self.recover().await;
                 Err(run_err(m))
             }
@@ -119,7 +123,7 @@ impl WebRuntime {
         name: &str,
     ) -> Result<Logits, RuntimeError> {
         let dims = t.shape();
-        let data = t.data().await.map_err(run_err)?;
+        let data = self.unless_lost(t.data()).await?.map_err(run_err)?;
         let logits = match t.dtype().as_str() {
             "float32" => Logits::f32(dims, data.unchecked_into::<js_sys::Float32Array>().to_vec()),
             "float16" => {

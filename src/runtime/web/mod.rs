@@ -92,6 +92,9 @@ pub struct WebRuntime {
     /// The shared device's `GPUDevice` and its lost flag (WebGPU with the shared device).
     js_device: Option<JsValue>,
     lost: Option<Rc<RefCell<Option<String>>>>,
+    /// A diagnostic's armed loss: the device is destroyed once the run this
+    /// many runs from now has started (0: none armed).
+    lose_in_run: Cell<u32>,
 }
 
 fn run_err(m: impl std::fmt::Display) -> RuntimeError {
@@ -247,6 +250,7 @@ impl WebRuntime {
             recreated: 0,
             js_device,
             lost,
+            lose_in_run: Cell::new(0),
         })
     }
 
@@ -269,7 +273,8 @@ impl WebRuntime {
     }
 
     pub async fn close(&self) {
-        let _ = self.session.release().await;
+        // A lost device can leave the release pending: the engine is gone either way.
+        let _ = self.unless_lost(self.session.release()).await;
     }
 
     /// Why the shared device is gone, once the browser said so.
@@ -290,6 +295,29 @@ impl WebRuntime {
     /// Destroys the shared device, as a lost device would end it (tests of
     /// spec §12). Resolves once the browser has reported it lost.
     pub async fn lose_device(&self) -> Result<(), RuntimeError> {
+        let d = self.destroy_device()?;
+        if let Some(p) = crate::gpu::web::lost_promise(d) {
+            let _ = wasm_bindgen_futures::JsFuture::from(p).await;
+        }
+        // The watcher runs as its own task; give it the turn it needs.
+        let _ = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&JsValue::UNDEFINED))
+            .await;
+        Ok(())
+    }
+
+    /// Arms a loss in flight (tests of spec §12): the device is destroyed
+    /// right after the `n`th run from now has been handed to onnxruntime-web,
+    /// so the call that made that run is mid-way when the device goes.
+    pub fn lose_device_during_run(&self, n: u32) -> Result<(), RuntimeError> {
+        self.js_device
+            .as_ref()
+            .ok_or_else(|| RuntimeError::Gpu("no shared WebGPU device to lose".into()))?;
+        self.lose_in_run.set(n);
+        Ok(())
+    }
+
+    /// `GPUDevice.destroy()` on the shared device; returns the device.
+    fn destroy_device(&self) -> Result<&JsValue, RuntimeError> {
         let d = self
             .js_device
             .as_ref()
@@ -300,12 +328,68 @@ impl WebRuntime {
         destroy
             .call0(d)
             .map_err(|e| RuntimeError::Gpu(format!("GPUDevice.destroy(): {e:?}")))?;
-        if let Ok(p) = js::get(d, "lost").dyn_into::<js_sys::Promise>() {
-            let _ = wasm_bindgen_futures::JsFuture::from(p).await;
+        Ok(d)
+    }
+
+    /// Counts a started run against an armed loss, and loses the device on
+    /// the one it names.
+    fn injected_loss(&self) {
+        match self.lose_in_run.get() {
+            0 => {}
+            1 => {
+                self.lose_in_run.set(0);
+                let _ = self.destroy_device();
+            }
+            n => self.lose_in_run.set(n - 1),
         }
-        // The watcher runs as its own task; give it the turn it needs.
-        let _ = wasm_bindgen_futures::JsFuture::from(js_sys::Promise::resolve(&JsValue::UNDEFINED))
-            .await;
-        Ok(())
+    }
+
+    /// `failure`, or `device_lost` when a lost device is behind it. A run
+    /// on a destroyed device can fail before the browser has resolved
+    /// `GPUDevice.lost`, so the loss gets one turn of the event loop to show.
+    pub(super) async fn loss_behind(&self, failure: RuntimeError) -> RuntimeError {
+        if let Err(lost) = self.check_device() {
+            return lost;
+        }
+        let turn = js_sys::Promise::new(&mut |resolve, _| {
+            let set_timeout = js::get(&js_sys::global(), "setTimeout");
+            if let Some(f) = set_timeout.dyn_ref::<js_sys::Function>() {
+                let _ = f.call2(&JsValue::UNDEFINED, &resolve, &JsValue::from(0));
+            } else {
+                let _ = resolve.call0(&JsValue::UNDEFINED);
+            }
+        });
+        match self
+            .unless_lost(wasm_bindgen_futures::JsFuture::from(turn))
+            .await
+        {
+            Err(lost) => lost,
+            Ok(_) => failure,
+        }
+    }
+
+    /// Awaits `work` unless the shared device is lost first. A device lost
+    /// mid-run can leave onnxruntime-web's run, a tensor's download or a
+    /// buffer's mapping pending for ever; the caller gets `device_lost` at
+    /// once instead, and the abandoned promise is dropped.
+    async fn unless_lost<T>(
+        &self,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T, RuntimeError> {
+        let Some(lost) = self
+            .js_device
+            .as_ref()
+            .and_then(crate::gpu::web::lost_promise)
+        else {
+            return Ok(work.await);
+        };
+        let lost = wasm_bindgen_futures::JsFuture::from(lost);
+        let work = std::pin::pin!(work);
+        match futures_util::future::select(work, lost).await {
+            futures_util::future::Either::Left((done, _)) => Ok(done),
+            futures_util::future::Either::Right((info, _)) => Err(RuntimeError::DeviceLost(
+                crate::gpu::web::lost_reason(&info.unwrap_or(JsValue::UNDEFINED)),
+            )),
+        }
     }
 }

@@ -145,8 +145,16 @@ async fn settle(p: Result<Promise, JsValue>) -> Result<JsValue, JsFailure> {
 impl InferenceSession {
     /// Runs with `fetches`: an array of output names, or an object mapping
     /// each wanted output to a pre-allocated tensor (or null).
-    pub async fn run(&self, feeds: &Object, fetches: &JsValue) -> Result<Object, JsFailure> {
-        Ok(settle(self.run_raw(feeds, fetches)).await?.unchecked_into())
+    ///
+    /// The run starts before this returns (the JS call is made here, not at
+    /// the first poll), so a caller can act while it is in flight.
+    pub fn run(
+        &self,
+        feeds: &Object,
+        fetches: &JsValue,
+    ) -> impl std::future::Future<Output = Result<Object, JsFailure>> + 'static {
+        let started = self.run_raw(feeds, fetches);
+        async move { Ok(settle(started).await?.unchecked_into()) }
     }
 
     pub async fn release(&self) -> Result<(), JsFailure> {

@@ -140,7 +140,7 @@ impl Runtime for WebRuntime {
             .zip(&kv.tensors)
         {
             let mut dims = t.shape();
-            let host = t.data().await.map_err(run_err)?;
+            let host = self.unless_lost(t.data()).await?.map_err(run_err)?;
             let one = js_sys::Uint8Array::new(&host.unchecked_ref::<js_sys::Uint8Array>().buffer())
                 .slice(
                     host.unchecked_ref::<js_sys::Uint8Array>().byte_offset(),
