@@ -9,7 +9,8 @@
 #   gates     cargo fmt, clippy -D warnings (native, wasm32, the threaded
 #             wasm32 build), the README's tables, the documents' references
 #   rust      cargo test: every native test, tiny models
-#   package   the npm package's four wasm builds, and tsc against its types
+#   package   the npm package's four wasm builds, tsc against its types, and
+#             the package installed and scoring in Node.js (tests/node/)
 #   chromium  the browser tests in headless Chromium (WebGPU via SwiftShader,
 #             the WASM backend, our cpu backend, threads)
 #   deno      float16 WebGPU in Deno on Mesa's lavapipe
@@ -167,6 +168,11 @@ rust_step() {
   cargo test --locked -- --test-threads 2
 }
 
+# The package in Node.js (no browser): installed into a scratch folder, scoring on disk's models.
+node_step() {
+  node --test --test-concurrency=1 tests/node/*.test.mjs
+}
+
 # The browser tests, one node --test run per browser.
 chromium_files() { ls tests/browser/*.test.mjs | grep -v '/deno\.test\.mjs$'; }
 chromium_step() {
@@ -187,6 +193,8 @@ if wants rust; then
 fi
 if wants package; then
   need_pkg
+  need_models
+  step node node_step
 fi
 if wants chromium || wants deno; then
   need_pkg

@@ -6,6 +6,7 @@ import * as pkg from "../../pkg/readout.js";
 import type { Decision, EngineInfo, Limits, ReadoutError, ScoreOptions } from "../../pkg/readout.js";
 import * as threaded from "../../pkg/threads/readout.js";
 import { threadedBuild } from "../../pkg/select.js";
+import { fileFetch, initNode } from "../../pkg/node.js";
 
 export async function usage(): Promise<number> {
   // Either build, one API.
@@ -17,6 +18,12 @@ export async function usage(): Promise<number> {
   // @ts-expect-error: usable is a boolean
   const word: string = build.usable;
   await init();
+  // Node: the build's init handed over, and a fetch that reads file: URLs.
+  await initNode(init);
+  await initNode(threaded.default, { wasm: new URL("file:///pkg/threads/readout_bg.wasm") });
+  const f: typeof fetch = fileFetch();
+  // @ts-expect-error: initNode wants the build's init, not a path
+  await initNode("/pkg/readout_bg.wasm");
   const l: Limits = limits();
   const most: number = l.maxOptions.cloze + l.maxOptions.letters + l.minOptions + l.letters.length;
   const threads: number = defaultThreads(8, true);
