@@ -4,8 +4,9 @@
 // cross-origin isolation (else shared memory cannot be made), shared wasm
 // memory, and relaxed SIMD (its kernels use the integer dot product; a
 // module with an instruction the browser lacks fails to compile, so it is
-// tested here, not at load). Chromium has all three from 114; Firefox and
-// Safari ship no relaxed SIMD and get the single-thread build.
+// tested here, not at load). Chromium has all three from 114, and so has
+// Firefox ESR 153 (tested); Safari ships no relaxed SIMD and gets the
+// single-thread build.
 
 // The smallest module using both: one shared page and one function computing
 // i32x4.relaxed_dot_i8x16_i7x16_add_s on three zero vectors.

@@ -11,6 +11,25 @@ import { fileURLToPath } from "node:url";
 import { serve } from "./serve.mjs";
 import { launch } from "./chromium.mjs";
 
+/** Runs in the demo page: what it shows once the example has run (the badge, the table). */
+export function readDecisionTable() {
+  return {
+    backend: document.getElementById("badge").dataset.backend,
+    badge: document.getElementById("badge").textContent,
+    info: document.getElementById("model-info").textContent,
+    summary: document.getElementById("summary").textContent,
+    error: document.getElementById("state-error").textContent,
+    decisions: [...document.querySelectorAll("#decisions tbody tr")].map((tr) => ({
+      id: tr.dataset.criterion,
+      answer: tr.dataset.answer ?? null,
+      probs: tr.dataset.probs ? JSON.parse(tr.dataset.probs) : null,
+      margin: Number(tr.querySelector(".margin")?.textContent ?? NaN),
+      ms: Number(tr.querySelector(".ms")?.textContent ?? NaN),
+      error: tr.dataset.error ? tr.querySelector(".error").textContent : null,
+    })),
+  };
+}
+
 /** Drives the demo page headless: load, run the example, read the decision table. */
 export async function driveDemo({ model, backend = "auto", screenshot, timeout = 1_200_000, log = (l) => console.error(l) } = {}) {
   const server = await serve(0);
@@ -45,21 +64,7 @@ export async function driveDemo({ model, backend = "auto", screenshot, timeout =
     } finally {
       clearInterval(tick);
     }
-    const result = await page.evaluate(() => ({
-      backend: document.getElementById("badge").dataset.backend,
-      badge: document.getElementById("badge").textContent,
-      info: document.getElementById("model-info").textContent,
-      summary: document.getElementById("summary").textContent,
-      error: document.getElementById("state-error").textContent,
-      decisions: [...document.querySelectorAll("#decisions tbody tr")].map((tr) => ({
-        id: tr.dataset.criterion,
-        answer: tr.dataset.answer ?? null,
-        probs: tr.dataset.probs ? JSON.parse(tr.dataset.probs) : null,
-        margin: Number(tr.querySelector(".margin")?.textContent ?? NaN),
-        ms: Number(tr.querySelector(".ms")?.textContent ?? NaN),
-        error: tr.dataset.error ? tr.querySelector(".error").textContent : null,
-      })),
-    }));
+    const result = await page.evaluate(readDecisionTable);
     if (screenshot) {
       mkdirSync(dirname(resolve(screenshot)), { recursive: true });
       await page.screenshot({ path: screenshot, fullPage: true });

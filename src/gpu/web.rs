@@ -97,6 +97,10 @@ pub async fn request_shared_device() -> Result<SharedDevice, GpuError> {
             shared.adapter = parts.join(" / ");
         }
     }
+    if shared.adapter.is_empty() {
+        // Firefox leaves GPUAdapterInfo empty (fingerprinting protection).
+        shared.adapter = "an adapter the browser does not name".into();
+    }
     Ok(shared)
 }
 
