@@ -1,6 +1,10 @@
 //! Native model loading: find a model's files on disk, read them, and build an
 //! engine over the native runtime. Accepts this project's `models/<id>/`
 //! layout and the onnx-community one (`onnx/model_q4f16.onnx`, ...).
+//! Every file a model names, external data included, is confined to the
+//! model's root (`confine`) before any runtime opens it.
+
+pub mod confine;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -9,12 +13,14 @@ use sha2::{Digest, Sha256};
 
 use crate::core::model::config::ModelConfig;
 use crate::core::model::models_json::{Catalog, Entry};
+use crate::core::spec::input_limits;
 use crate::core::spec::mode::{defaults_from_entry, ReadoutChoice};
 use crate::core::text::tokenizer::TextTokenizer;
 use crate::engine::{Engine, EngineError, ModelAssets};
 use crate::kernels::Precision;
 use crate::runtime::any::AnyRuntime;
 use crate::runtime::native::{NativeOptions, NativeRuntime};
+use crate::runtime::own::interp::Program;
 use crate::runtime::own::{self, OwnOptions};
 
 /// Graph file names tried under `onnx/`, best first for a CPU runtime that
@@ -35,6 +41,8 @@ pub struct ModelDir {
     pub tokenizer: PathBuf,
     pub slot_map: Option<PathBuf>,
     pub model_id: String,
+    /// The model's root, which every file it names must stay inside.
+    pub confined: confine::Root,
 }
 
 fn file_err(path: &Path, message: impl Into<String>) -> EngineError {
@@ -42,6 +50,19 @@ fn file_err(path: &Path, message: impl Into<String>) -> EngineError {
         file: path.display().to_string(),
         message: message.into(),
     }
+}
+
+/// Refuses a side file over its kind's size limit (`input_limits`), from
+/// its metadata, before a byte of it is read.
+fn check_size(path: &Path) -> Result<(), EngineError> {
+    let len = std::fs::metadata(path)
+        .map_err(|e| file_err(path, e.to_string()))?
+        .len();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    Ok(input_limits::check_file(&name, len)?)
 }
 
 fn require(path: PathBuf) -> Result<PathBuf, EngineError> {
@@ -81,11 +102,21 @@ impl ModelDir {
             };
             (path.to_path_buf(), graph)
         };
+        let confined = confine::Root::of(&root)?;
+        confined.check("graph", &graph)?;
+        let side = |role: &str, p: PathBuf| -> Result<PathBuf, EngineError> {
+            confined.check(role, &p)?;
+            Ok(p)
+        };
         let slot_map = root.join("slot_map.json");
         Ok(Self {
-            config: require(root.join("config.json"))?,
-            tokenizer: require(root.join("tokenizer.json"))?,
-            slot_map: slot_map.exists().then_some(slot_map),
+            config: require(side("config.json", root.join("config.json"))?)?,
+            tokenizer: require(side("tokenizer.json", root.join("tokenizer.json"))?)?,
+            slot_map: slot_map
+                .exists()
+                .then(|| side("slot_map.json", slot_map))
+                .transpose()?,
+            confined,
             model_id: root
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -96,8 +127,11 @@ impl ModelDir {
     }
 
     pub fn assets(&self) -> Result<ModelAssets, EngineError> {
-        let read_text =
-            |p: &Path| std::fs::read_to_string(p).map_err(|e| file_err(p, e.to_string()));
+        let read_text = |p: &Path| {
+            check_size(p)?;
+            std::fs::read_to_string(p).map_err(|e| file_err(p, e.to_string()))
+        };
+        check_size(&self.tokenizer)?;
         let tokenizer_json =
             std::fs::read(&self.tokenizer).map_err(|e| file_err(&self.tokenizer, e.to_string()))?;
         // A truncated tokenizer.json fails as JSON; name the file, not just the parser.
@@ -107,12 +141,13 @@ impl ModelDir {
                 format!("is not valid JSON (truncated?): {e}"),
             )
         })?;
-        let optional = |name: &str| {
-            Some(self.root.join(name))
-                .filter(|p| p.is_file())
-                .as_deref()
-                .map(read_text)
-                .transpose()
+        let optional = |name: &str| -> Result<Option<String>, EngineError> {
+            let p = self.root.join(name);
+            if !p.is_file() {
+                return Ok(None);
+            }
+            self.confined.check(name, &p)?;
+            read_text(&p).map(Some)
         };
         let config_json = read_text(&self.config)?;
         serde_json::from_str::<serde_json::Value>(&config_json)
@@ -129,20 +164,37 @@ impl ModelDir {
     }
 
     pub fn read_config(&self) -> Result<ModelConfig, EngineError> {
+        check_size(&self.config)?;
         let text = std::fs::read_to_string(&self.config)
             .map_err(|e| file_err(&self.config, e.to_string()))?;
         Ok(ModelConfig::parse(&text)?)
     }
 
     pub fn read_tokenizer(&self) -> Result<TextTokenizer, EngineError> {
+        check_size(&self.tokenizer)?;
         let bytes =
             std::fs::read(&self.tokenizer).map_err(|e| file_err(&self.tokenizer, e.to_string()))?;
         Ok(TextTokenizer::from_json(&bytes)?)
     }
 
+    /// Each external-data file the graph names, confined to the root before
+    /// a runtime opens any of them: ONNX Runtime follows a symlink out of the
+    /// folder only to refuse it, and our runtime would read it.
+    pub fn check_external(&self) -> Result<(), EngineError> {
+        let bytes = std::fs::read(&self.graph).map_err(|e| file_err(&self.graph, e.to_string()))?;
+        let dir = self.graph.parent().unwrap_or(Path::new("."));
+        let names = Program::external_locations(&bytes)
+            .map_err(|e| file_err(&self.graph, format!("is not a readable ONNX graph: {e}")))?;
+        for loc in &names {
+            self.confined.check_name("external data", dir, loc)?;
+        }
+        Ok(())
+    }
+
     pub async fn engine(&self, opts: &NativeOptions) -> Result<Engine<NativeRuntime>, EngineError> {
         let assets = self.assets()?;
         let config = ModelConfig::parse(&assets.config_json)?;
+        self.check_external()?;
         let runtime = NativeRuntime::load(&self.graph, opts, config.kv_dims())?;
         Engine::new(runtime, assets).await
     }
@@ -188,6 +240,7 @@ impl ModelDir {
         let assets = self.assets()?;
         let config = ModelConfig::parse(&assets.config_json)?;
         let dims = config.kv_dims();
+        self.check_external()?;
         let runtime = match opts.runtime {
             RuntimeKind::Ort => AnyRuntime::Onnx(NativeRuntime::load(
                 &self.graph,
@@ -326,6 +379,9 @@ pub fn checked_dir(catalog_path: &Path, id: &str) -> Result<PathBuf, EngineError
     let text =
         std::fs::read_to_string(catalog_path).map_err(|e| file_err(catalog_path, e.to_string()))?;
     let cat = Catalog::parse(&text).map_err(|e| file_err(catalog_path, e.to_string()))?;
+    // Every file stays in the catalog's folder: natively there is no other
+    // origin to allow, so an absolute URL is refused as `../` is.
+    cat.check_urls(false)?;
     let e = cat.find(id)?;
     let base = catalog_path.parent().unwrap_or(Path::new("."));
     let mut graph_dir = None;

@@ -79,6 +79,9 @@ pub(super) async fn entry_files(
         });
     }
     for file in &entry.files {
+        // The catalog's size is checked against the sha256 after the
+        // download, so a side file over its limit is refused before it.
+        crate::core::spec::input_limits::check_file(&file.role, file.bytes)?;
         let url = resolve(&file.url, catalog_url)?;
         let got = fetch(&url, &file.role, Some(file.bytes), false, progress)
             .await?
@@ -143,6 +146,8 @@ pub(super) async fn dir_files(base: &str, progress: Progress<'_>) -> Result<File
         let Some(got) = fetch(&url, role, None, optional, progress).await? else {
             continue;
         };
+        // A directory has no catalog to say sizes first: refused before parsing.
+        crate::core::spec::input_limits::check_file(name, u64::from(got.bytes.length()))?;
         f.listed.push(LoadedFile {
             role: role.into(),
             url,

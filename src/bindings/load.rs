@@ -54,7 +54,14 @@ pub async fn load(
 ) -> Result<Loaded, LoadError> {
     let t0 = now();
     let (gpu, device) = probe_gpu(opts.backend).await;
-    let (choice, files) = resolve(source, opts.backend, &gpu, progress).await?;
+    let (choice, files) = resolve(
+        source,
+        opts.backend,
+        opts.allow_absolute_urls,
+        &gpu,
+        progress,
+    )
+    .await?;
     let config = ModelConfig::parse(&files.config)?;
     let live = Rc::new(Cell::new(0));
     let built = build(

@@ -17,6 +17,9 @@ pub struct LoadOptions {
     /// cpu only: pack a call's branches into one pass (default on; off is
     /// the serial path a benchmark compares against).
     pub pack_branches: Option<bool>,
+    /// A `models.json` may name files by absolute `http(s)` URL (another
+    /// origin, such as a CDN); by default its files stay in its own folder.
+    pub allow_absolute_urls: bool,
 }
 
 pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue> {
@@ -29,6 +32,7 @@ pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>
                 profiling: false,
                 ort_device: false,
                 pack_branches: None,
+                allow_absolute_urls: false,
             },
             None,
         ));
@@ -78,10 +82,23 @@ pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>
             ))
         }
     };
+    let allow = get(v, "allowAbsoluteUrls");
+    let allow_absolute_urls = match allow.as_bool() {
+        Some(b) => b,
+        None if allow.is_undefined() || allow.is_null() => false,
+        None => {
+            return Err(refuse(
+                "allowAbsoluteUrls: must be true or false",
+                "invalid_option",
+                "allowAbsoluteUrls",
+            ))
+        }
+    };
     Ok((
         LoadOptions {
             backend,
             pack_branches,
+            allow_absolute_urls,
             ort_base: get(v, "ortBase").as_string(),
             threads,
             profiling: get(v, "profiling").is_truthy(),

@@ -14,6 +14,7 @@ use crate::core::model::models_json::Catalog;
 pub(super) async fn resolve(
     source: &str,
     requested: Requested,
+    allow_absolute_urls: bool,
     gpu: &Gpu,
     progress: Progress<'_>,
 ) -> Result<(Choice, Files), LoadError> {
@@ -23,7 +24,10 @@ pub(super) async fn resolve(
             let text = fetch_text(&cat_url, "models.json", false)
                 .await?
                 .unwrap_or_default();
+            crate::core::spec::input_limits::check_file("models.json", text.len() as u64)?;
             let catalog = Catalog::parse(&text)?;
+            // Before any file it names is fetched.
+            catalog.check_urls(allow_absolute_urls)?;
             let entry = catalog.find(id)?;
             let choice = choose(
                 requested,

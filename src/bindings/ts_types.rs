@@ -25,6 +25,9 @@ export interface LoadOptions {
   /** cpu: run a call's branches (scoreAll's criteria, debias rotations, cloze options) in one
    *  block-causal pass (default true); false runs them one by one, what a benchmark compares against. */
   packBranches?: boolean;
+  /** models.json only: let entries name files by absolute http(s) URL (another origin). Default false: every
+   *  file URL must be a plain relative path below the catalog's folder, and any other is refused (code outside_root). */
+  allowAbsoluteUrls?: boolean;
 }
 export interface StateInput { id?: string; instruction?: string; evidence: string; }
 export interface OptionInput { id: string; description: string; }

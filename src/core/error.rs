@@ -95,6 +95,32 @@ pub enum CoreError {
         value: String,
         allowed: &'static str,
     },
+    /// A file or input over a bound (`spec::input_limits`), refused before it is parsed.
+    #[error("{field}: {size} {unit} exceed the limit of {limit} {unit}; {hint}")]
+    TooLarge {
+        field: String,
+        size: u64,
+        limit: u64,
+        unit: &'static str,
+        hint: &'static str,
+    },
+    /// Evidence refused from a count of its first pieces, before the rest
+    /// of it is tokenised.
+    #[error("{field}: {bytes} bytes exceed the model's context of {limit} positions (its first {counted_bytes} bytes alone are {tokens} tokens)")]
+    ContextOverflowEarly {
+        field: &'static str,
+        bytes: usize,
+        counted_bytes: usize,
+        tokens: usize,
+        limit: usize,
+    },
+    /// A catalog entry's file URL that would leave the catalog's folder or origin.
+    #[error("models.json: model {id:?}: file url {url:?} {reason}")]
+    CatalogUrl {
+        id: String,
+        url: String,
+        reason: String,
+    },
     #[error("backend {backend:?} was asked for but {reason}")]
     BackendUnavailable {
         backend: &'static str,
@@ -174,6 +200,13 @@ impl CoreError {
             UnknownModel { .. } => i("unknown_model").field("source"),
             InvalidOption { field, .. } => i("invalid_option").field(*field),
             BackendUnavailable { .. } => i("backend_unavailable").field("backend"),
+            TooLarge { field, limit, .. } => i("too_large")
+                .field(field.clone())
+                .limit(usize::try_from(*limit).unwrap_or(usize::MAX)),
+            ContextOverflowEarly { field, limit, .. } => {
+                i("context_overflow").field(*field).limit(*limit)
+            }
+            CatalogUrl { .. } => i("outside_root").field("models.json"),
         }
     }
 }

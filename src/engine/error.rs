@@ -11,6 +11,16 @@ pub enum EngineError {
     Runtime(#[from] RuntimeError),
     #[error("model file {file}: {message}")]
     ModelFile { file: String, message: String },
+    /// A file a model refers to whose path or real path leaves the model's root.
+    #[error(
+        "{role} {path}: {reason} (the model's root is {root}); a model's files stay inside it"
+    )]
+    OutsideRoot {
+        role: String,
+        path: String,
+        root: String,
+        reason: String,
+    },
     #[error("load-time proof failed: {0}")]
     Proof(String),
     #[error("state {0}: no such state (it was disposed, or never prefilled on this engine)")]
@@ -54,6 +64,7 @@ impl EngineError {
             Self::Core(e) => e.info(),
             Self::Runtime(e) => e.info(),
             Self::ModelFile { .. } => I::new("model_file"),
+            Self::OutsideRoot { role, .. } => I::new("outside_root").field(role.clone()),
             Self::Proof(_) => I::new("proof"),
             Self::UnknownState(_) => I::new("unknown_state").field("state"),
             Self::ModeNeedsStockGraph { .. } => I::new("mode_needs_stock_graph").field("mode"),

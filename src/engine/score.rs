@@ -98,6 +98,7 @@ impl<R: Runtime> Engine<R> {
         criteria: &[Criterion],
         opts: &ScoreOptions,
     ) -> Result<Vec<Decision>, EngineError> {
+        crate::core::spec::input_limits::check_criteria(criteria.len())?;
         // Decisions are reported by criterion id: two with one id could not be told apart.
         let mut seen = std::collections::HashSet::new();
         for c in criteria {

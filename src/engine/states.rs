@@ -43,6 +43,19 @@ impl<R: Runtime> Engine<R> {
             }
             .into());
         }
+        let limit = self.config.max_positions;
+        if let Some((counted_bytes, tokens)) =
+            self.tokenizer.surely_exceeds(&state.evidence, limit)?
+        {
+            return Err(CoreError::ContextOverflowEarly {
+                field: "evidence",
+                bytes: state.evidence.len(),
+                counted_bytes,
+                tokens,
+                limit,
+            }
+            .into());
+        }
         let prompt = style.prompt;
         let instruction = state
             .instruction

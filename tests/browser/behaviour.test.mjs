@@ -29,6 +29,12 @@ async function inPage(fn, args = {}, c = ctx) {
 }
 
 const catalog = () => JSON.parse(readFileSync(join(ROOT, "models.json"), "utf8"));
+/** The tiny model copied below target/browser/, so a catalog written there
+ *  names its files by the same plain relative URLs as models.json does (a
+ *  catalog's files stay in its folder: `../` is refused). */
+function tinyBesideCatalogs() {
+  cpSync(join(ROOT, "models", TINY), join(OUT, "models", TINY), { recursive: true });
+}
 
 test("auto: a float16 entry on an adapter without shader-f16 runs on our own runtime over its own int4 file, and says why", async () => {
   const r = await inPage(async ({ Engine }, { ORT_BASE }) => {
@@ -104,8 +110,13 @@ test("bad input gives an Error naming the field and limit, and the next call suc
   const cat = catalog();
   const entry = cat.models.find((m) => m.id === TINY);
   const lie = (f) => ({ version: 1, models: [{ ...entry, wasm_variant: entry.id, files: entry.files.map((x) => (x.role === "config" ? f(x) : x)) }] });
-  writeFileSync(join(ROOT, "target/browser/models-size.json"), JSON.stringify(lie((x) => ({ ...x, url: `../../${x.url}`, bytes: x.bytes + 1 }))).replaceAll('"models/', '"../../models/'));
-  writeFileSync(join(ROOT, "target/browser/models-sha.json"), JSON.stringify(lie((x) => ({ ...x, sha256: "0".repeat(64) }))).replaceAll('"models/', '"../../models/'));
+  tinyBesideCatalogs();
+  writeFileSync(join(OUT, "models-size.json"), JSON.stringify(lie((x) => ({ ...x, bytes: x.bytes + 1 }))));
+  writeFileSync(join(OUT, "models-sha.json"), JSON.stringify(lie((x) => ({ ...x, sha256: "0".repeat(64) }))));
+  // Catalogs whose file URLs leave their folder, and one naming another origin.
+  const moved = (url) => ({ version: 1, models: [{ ...entry, wasm_variant: entry.id, files: entry.files.map((x) => (x.role === "config" ? { ...x, url } : x)) }] });
+  writeFileSync(join(OUT, "models-dotdot.json"), JSON.stringify(moved(`../../models/${TINY}/config.json`)));
+  writeFileSync(join(OUT, "models-elsewhere.json"), JSON.stringify(moved(`http://127.0.0.1:9/models/${TINY}/config.json`)));
   // A pruned model whose slot map's two directions disagree.
   const bad = join(OUT, "bad-slot-map");
   mkdirSync(bad, { recursive: true });
@@ -138,6 +149,17 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     const load = (src, extra = {}) => Engine.load(src, { backend: "wasm", ortBase: ORT_BASE, ...extra });
     await attempt("size", () => load("/target/browser/models-size.json#" + tiny));
     await attempt("sha", () => load("/target/browser/models-sha.json#" + tiny));
+    // What a catalog refused by its URLs fetched: the catalog alone.
+    const fetched = [];
+    const fetch0 = window.fetch;
+    window.fetch = (u, ...rest) => (fetched.push(String(u?.url ?? u)), fetch0(u, ...rest));
+    await attempt("dotdot", () => load("/target/browser/models-dotdot.json#" + tiny));
+    await attempt("elsewhere", () => load("/target/browser/models-elsewhere.json#" + tiny));
+    window.fetch = fetch0;
+    out.fetched_by_refused_catalogs = fetched.map((u) => u.split("/").pop());
+    await attempt("allow_string", () => load("/target/browser/models-elsewhere.json#" + tiny, { allowAbsoluteUrls: "yes" }));
+    // Allowed, the other origin is asked (nothing listens there): refused as a fetch, not by the URL rule.
+    await attempt("allowed_elsewhere", () => load("/target/browser/models-elsewhere.json#" + tiny, { allowAbsoluteUrls: true }));
     await attempt("slot_map", () => load("/target/browser/bad-slot-map/"));
     await attempt("missing", () => load("/target/browser/missing-tokenizer/"));
     await attempt("backend", () => load(`/models/${tiny}/`, { backend: "cuda" }));
@@ -159,6 +181,9 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     await attempt("duplicate_criteria", () => s.scoreAll([good, good])); await afterEach();
     await attempt("load_options_string", () => Engine.load(`/models/${tiny}/`, "wasm"));
     await attempt("too_long", () => e.prefill({ evidence: "word ".repeat(1100) })); await afterEach();
+    // 10 MB of evidence: refused from its first pieces, not tokenised whole.
+    await attempt("huge_evidence", () => e.prefill({ evidence: "The lamp in the hall is red. ".repeat(350_000) })); await afterEach();
+    await attempt("criteria_100k", () => s.scoreAll(Array.from({ length: 100_000 }, (_, i) => ({ ...good, id: `c${i}` })))); await afterEach();
     await attempt("mode", () => s.score(good, { mode: "clozee" })); await afterEach();
     await attempt("option_typo", () => s.score(good, { mdoe: "cloze" })); await afterEach();
     await attempt("cloze_65", () => s.score({ id: "c", question: "q?", options: opt(65) }, { mode: "cloze" })); await afterEach();
@@ -213,6 +238,12 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     duplicate_criteria: /criterion id "ok" appears more than once/,
     load_options_string: /options: must be an object .* not a string/,
     too_long: /evidence: \d+ tokens exceed the model's context of 1024 positions/,
+    huge_evidence: /evidence: 10150000 bytes exceed the model's context of 1024 positions \(its first \d+ bytes alone are \d+ tokens\)/,
+    criteria_100k: /criteria: 100000 criteria exceed the limit of 10000 criteria/,
+    dotdot: /models.json: model ".*": file url "\.\.\/\.\.\/models\/.*config.json" has a "\.\." segment/,
+    elsewhere: /file url "http:\/\/127\.0\.0\.1:9\/.*" is absolute; .*allowAbsoluteUrls/,
+    allow_string: /allowAbsoluteUrls: must be true or false/,
+    allowed_elsewhere: /config \(http:\/\/127\.0\.0\.1:9\/.*\)/,
     mode: /mode: "clozee" is not one of "letters", "cloze"/,
     option_typo: /options: unknown field "mdoe"; did you mean "mode"\?/,
     cloze_65: /options has 65 entries; at most 64 are allowed in cloze mode/,
@@ -226,6 +257,7 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     disposed_engine: /engine: disposed/,
   };
   for (const [k, re] of Object.entries(expect)) assert.match(r[k], re, `${k}: ${r[k]}`);
+  assert.deepEqual(r.fetched_by_refused_catalogs, ["models-dotdot.json", "models-elsewhere.json"]);
   // A bad option is the caller's input, not a failed load-time proof.
   assert.doesNotMatch(r.debias, /load-time proof/);
   assert.deepEqual(r.queued, [true, "number", true]);
@@ -235,6 +267,11 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     "21_options": { code: "too_many_options", field: "options", limit: 20 },
     cloze_65: { code: "too_many_options", field: "options", limit: 64 },
     too_long: { code: "context_overflow", field: "evidence", limit: 1024 },
+    huge_evidence: { code: "context_overflow", field: "evidence", limit: 1024 },
+    criteria_100k: { code: "too_large", field: "criteria", limit: 10000 },
+    dotdot: { code: "outside_root", field: "models.json", limit: undefined },
+    elsewhere: { code: "outside_root", field: "models.json", limit: undefined },
+    allow_string: { code: "invalid_option", field: "allowAbsoluteUrls", limit: undefined },
     empty_evidence: { code: "empty_evidence", field: "evidence", limit: undefined },
     unknown_field: { code: "unknown_field", field: "criterion.answr", limit: undefined },
     option_typo: { code: "unknown_field", field: "options.mdoe", limit: undefined },
@@ -278,7 +315,8 @@ test("cpu backend: a graph it does not compute, and models too large for the was
   // A catalog whose tiny entry claims 2 GiB of weights: refused from the
   // catalog's sizes, before the download (the files are the real ones).
   const entry = catalog().models.find((m) => m.id === TINY);
-  const huge = { ...entry, files: entry.files.map((f) => ({ ...f, url: `../../${f.url}`, bytes: f.role === "external_data" ? 2 ** 31 : f.bytes })) };
+  tinyBesideCatalogs();
+  const huge = { ...entry, files: entry.files.map((f) => ({ ...f, bytes: f.role === "external_data" ? 2 ** 31 : f.bytes })) };
   writeFileSync(join(OUT, "models-huge.json"), JSON.stringify({ version: 1, models: [huge] }));
   const r = await inPage(async ({ Engine }, { tiny }) => {
     const out = { codes: {}, fetched: {} };

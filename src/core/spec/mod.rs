@@ -2,6 +2,7 @@
 //! too), and how a criterion is read.
 
 pub mod criteria;
+pub mod input_limits;
 pub mod mode;
 pub mod option_limits;
 pub mod thread_policy;

@@ -7,6 +7,7 @@
 //! evidence; the engine checks that it is a token prefix of every full
 //! prompt, so a cached head always means what one uncached forward means.
 
+use crate::core::spec::input_limits;
 use minijinja::{Environment, Error as JinjaError, ErrorKind};
 use serde::Serialize;
 use serde_json::Value;
@@ -113,7 +114,18 @@ impl ChatTemplate {
         bos_token: String,
         eos_token: String,
     ) -> Result<Self, CoreError> {
+        input_limits::check_size(
+            name,
+            source.len() as u64,
+            input_limits::MAX_TEMPLATE_BYTES,
+            "bytes",
+            "real chat templates are a few kB; is it the right file?",
+        )?;
         let mut env = Environment::new();
+        // A template is code from the model's files: bound what one
+        // rendering may spend, so a loop or a recursion ends by name.
+        env.set_fuel(Some(input_limits::TEMPLATE_FUEL));
+        env.set_recursion_limit(input_limits::TEMPLATE_RECURSION);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function("raise_exception", raise_exception);
         env.add_template_owned("chat", source)
@@ -135,9 +147,18 @@ impl ChatTemplate {
 
     /// `content` as the one user message, followed by the assistant's turn.
     pub fn render_user(&self, content: &str) -> Result<String, CoreError> {
-        let err = |e: JinjaError| CoreError::ChatTemplate {
-            template: self.name.clone(),
-            message: e.to_string(),
+        let err = |e: JinjaError| match e.kind() {
+            ErrorKind::OutOfFuel => CoreError::TooLarge {
+                field: format!("{} (rendering)", self.name),
+                size: input_limits::TEMPLATE_FUEL + 1,
+                limit: input_limits::TEMPLATE_FUEL,
+                unit: "instructions",
+                hint: "the template loops far longer than a chat template needs",
+            },
+            _ => CoreError::ChatTemplate {
+                template: self.name.clone(),
+                message: e.to_string(),
+            },
         };
         let t = self.env.get_template("chat").map_err(err)?;
         t.render(Context {
@@ -189,6 +210,26 @@ mod tests {
             t.head_text("Evidence").unwrap(),
             "<|im_start|>user\nEvidence"
         );
+    }
+
+    #[test]
+    fn a_template_that_loops_or_recurses_ends_by_name() {
+        let looping =
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
+        let t = ChatTemplate::new("loop", looping.into(), String::new(), String::new()).unwrap();
+        let started = std::time::Instant::now();
+        let e = t.render_user("x").unwrap_err();
+        assert_eq!(e.info().code, "too_large", "{e}");
+        assert!(e.to_string().contains("instructions"), "{e}");
+        assert!(started.elapsed().as_secs() < 5, "fuel ends the loop early");
+        let recursing = "{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}";
+        let t = ChatTemplate::new("rec", recursing.into(), String::new(), String::new()).unwrap();
+        let e = t.render_user("x").unwrap_err();
+        assert_eq!(e.info().code, "chat_template", "{e}");
+        assert!(e.to_string().contains("recursion"), "{e}");
+        let huge = "x".repeat(input_limits::MAX_TEMPLATE_BYTES as usize + 1);
+        let e = ChatTemplate::new("huge", huge, String::new(), String::new()).unwrap_err();
+        assert_eq!(e.info().code, "too_large");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! A thin wrapper over Hugging Face `tokenizers` that builds for wasm32 too.
 
+use crate::core::spec::input_limits::{self, COUNT_PIECE_BYTES, TOKENS_PER_CUT};
 use crate::core::text::prompt::{letter, LETTERS};
 use crate::core::CoreError;
 
@@ -16,8 +17,30 @@ pub struct LetterIds {
     pub ids: Vec<u32>,
 }
 
+/// The end of the piece of `text` from `at`: at most `max` bytes on, cut
+/// just before a whitespace character when one lies in the piece's second
+/// half, else at a character boundary.
+fn piece_end(text: &str, at: usize, max: usize) -> usize {
+    let target = at + max;
+    if target >= text.len() {
+        return text.len();
+    }
+    let mut end = target;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let window = &text[at..end];
+    match window.rfind(char::is_whitespace) {
+        Some(p) if p > max / 2 => at + p,
+        _ if end > at => end,
+        // A piece of at most 3 bytes cannot hold a whole 4-byte character.
+        _ => at + text[at..].chars().next().map_or(1, char::len_utf8),
+    }
+}
+
 impl TextTokenizer {
     pub fn from_json(bytes: &[u8]) -> Result<Self, CoreError> {
+        input_limits::check_file("tokenizer.json", bytes.len() as u64)?;
         let inner = tokenizers::Tokenizer::from_bytes(bytes)
             .map_err(|e| CoreError::Tokenizer(e.to_string()))?;
         Ok(Self { inner })
@@ -31,6 +54,35 @@ impl TextTokenizer {
             .encode(text, false)
             .map_err(|e| CoreError::Tokenizer(e.to_string()))?;
         Ok(enc.get_ids().to_vec())
+    }
+
+    /// Whether `text` surely tokenises to more than `limit` tokens, found by
+    /// encoding it in pieces cut at whitespace and stopping as soon as the
+    /// pieces' count, less what the cuts may have added, passes `limit`. So
+    /// an oversized text costs about `limit` tokens of work, not its length.
+    /// `Some((bytes counted, tokens))` when it does; `None` when it may fit
+    /// (the caller then encodes it whole and checks exactly).
+    pub fn surely_exceeds(
+        &self,
+        text: &str,
+        limit: usize,
+    ) -> Result<Option<(usize, usize)>, CoreError> {
+        if text.len() <= COUNT_PIECE_BYTES {
+            return Ok(None);
+        }
+        let (mut at, mut tokens, mut cuts) = (0, 0usize, 0usize);
+        while at < text.len() {
+            let end = piece_end(text, at, COUNT_PIECE_BYTES);
+            tokens += self.encode(&text[at..end])?.len();
+            at = end;
+            if at < text.len() {
+                cuts += 1;
+            }
+            if tokens > limit.saturating_add(cuts.saturating_mul(TOKENS_PER_CUT)) {
+                return Ok(Some((at, tokens)));
+            }
+        }
+        Ok(None)
     }
 
     /// The ids of all 20 letters with `separator`, each required to be one token.
@@ -72,6 +124,33 @@ impl TextTokenizer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pieces_end_before_whitespace_or_at_a_character_boundary() {
+        let text = "ab cd ef";
+        assert_eq!(piece_end(text, 0, 6), 5);
+        assert_eq!(piece_end(text, 0, 100), text.len());
+        let wide = "ééééé"; // 2 bytes each, no whitespace
+        assert_eq!(piece_end(wide, 0, 5), 4);
+        assert_eq!(piece_end("😀x", 0, 2), 4);
+    }
+
+    #[test]
+    fn oversized_text_is_found_from_its_first_pieces() {
+        let t = bytes_only();
+        let text = "AB CD ".repeat(200_000); // 1.2 MB, one token a byte
+        let (counted, tokens) = t.surely_exceeds(&text, 20_000).unwrap().unwrap();
+        assert!(
+            tokens > 20_000 && counted < 3 * COUNT_PIECE_BYTES,
+            "{counted} {tokens}"
+        );
+        assert_eq!(t.surely_exceeds(&text, 2_000_000).unwrap(), None);
+        assert_eq!(
+            t.surely_exceeds("AB CD", 1).unwrap(),
+            None,
+            "short text: encoded whole"
+        );
+    }
 
     /// A byte-level BPE with no merges: every byte is its own token.
     fn bytes_only() -> TextTokenizer {
