@@ -1,6 +1,6 @@
 // What every part of the benchmark page shares: its constants, the page's
 // log and status line, the query, and small measuring helpers.
-import { defaultThreads, limits, linearFit, median } from "/pkg-diagnostics/readout.js";
+import { defaultThreads, limits } from "/pkg-diagnostics/readout.js";
 
 export const ORT_BASE = "/node_modules/onnxruntime-web/dist/";
 export const TJS_ORT_BASE = "/node_modules/@huggingface/transformers/node_modules/onnxruntime-web/dist/";
@@ -52,29 +52,4 @@ export function softmax(xs) {
   const e = xs.map((x) => Math.exp(x - m));
   const s = e.reduce((a, b) => a + b, 0);
   return e.map((x) => x / s);
-}
-
-
-/** Per length: warm-up, then timed runs of `run(ids)`; `counter()` is read around each timed run for the bytes it read back. */
-export async function sweepLoop(cfg, suffixes, label, out, run, counter) {
-  for (const [i, n] of cfg.lengths.entries()) {
-    for (let w = 0; w < cfg.warmup; w++) await run(suffixes[i]);
-    const s = [];
-    let r, bytes = 0;
-    for (let k = 0; k < cfg.runs; k++) {
-      const before = counter();
-      const [ms, res] = await timed(() => run(suffixes[i]));
-      s.push(ms);
-      bytes = counter() - before;
-      r = res;
-    }
-    out.samples_ms[n] = s;
-    out.median_ms.push(median(s));
-    out.bytes_read_back.push(bytes);
-    out.probs.push(r.probs);
-    log(`${label}: n=${n} median ${median(s).toFixed(1)} ms, ${bytes} bytes read back`);
-  }
-  // Results files keep the native sweep's snake_case names.
-  const f = linearFit(cfg.lengths, out.median_ms);
-  out.fit = f ? { fixed_ms: f.fixedMs, per_token_ms: f.perTokenMs, r2: f.r2 } : null;
 }

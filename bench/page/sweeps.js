@@ -1,28 +1,13 @@
-// The logit_cost sweep of each variant on this engine, and the same work the transformers.js way.
-import { Engine, emptyPast } from "/pkg-diagnostics/readout.js";
-import { ORT_BASE, TJS_ORT_BASE, VARIANTS, log, softmax, sweepLoop, timed } from "./common.js";
+// The logit_cost sweep of each variant on this engine (sweep_engine.mjs, shared
+// with the runner's Deno path), and the same work the transformers.js way.
+import * as readout from "/pkg-diagnostics/readout.js";
+import { ORT_BASE, TJS_ORT_BASE, VARIANTS, log, softmax, timed } from "./common.js";
+import { sweepEngine as sweepOne, sweepLoop } from "./sweep_engine.mjs";
 
 export async function sweepEngine(cfg, variant) {
   const id = cfg.model + VARIANTS[variant];
-  log(`${id}: loading on ${cfg.backend}`);
-  const [loadMs, engine] = await timed(() => Engine.load(`/models/${id}`, { backend: cfg.backend, ortBase: ORT_BASE, threads: cfg.threads }));
-  const info = engine.info();
-  try {
-    const { prefix, suffixes } = await engine.sweepIds(cfg.prefix, cfg.lengths);
-    const [prefillMs, state] = await timed(() => engine.prefillIds(prefix));
-    const out = { id, variant, backend: info.backend, backend_reason: info.backendReason, readout: info.readout, runtime: info.runtime, threads: info.threads, run_limit: info.runLimit, load_ms: loadMs, prefill_ms: prefillMs, samples_ms: {}, median_ms: [], bytes_read_back: [], probs: [] };
-    await sweepLoop(cfg, suffixes, id, out, (ids) => state.readIds(ids, cfg.options, false), () => engine.bytesReadBack());
-    out.letter_columns = info.letters.columns.slice(0, cfg.options);
-    out.letter_ids = info.letters.letterIds.slice(0, cfg.options);
-    out.ids = { prefix: Array.from(prefix), suffixes: suffixes.map((s) => Array.from(s)) };
-    await state.dispose();
-    return out;
-  } finally {
-    await engine.dispose();
-  }
+  return sweepOne(readout, cfg, { id, variant, source: `/models/${id}`, ortBase: ORT_BASE }, log);
 }
-
-
 
 export async function sweepTransformers(cfg, ids, letterIds) {
   const { AutoModelForCausalLM, Tensor, env } = await import("@huggingface/transformers");
@@ -56,7 +41,7 @@ export async function sweepTransformers(cfg, ids, letterIds) {
     // resolves the builder's symbolic `kv_cache_dim` to 0, which
     // GroupQueryAttention refuses; so the empty past is the engine's own,
     // derived from config.json by its parser.
-    const shape = emptyPast(JSON.stringify(model.config));
+    const shape = readout.emptyPast(JSON.stringify(model.config));
     const empty = {};
     for (const m of model.sessions.model.inputMetadata ?? []) {
       if (!shape.names.includes(m.name)) continue;
@@ -81,7 +66,7 @@ export async function sweepTransformers(cfg, ids, letterIds) {
       dispose(o);
       return { probs: softmax(letters) };
     };
-    await sweepLoop(cfg, ids.suffixes, "transformers.js", out, one, () => copied);
+    await sweepLoop(readout, cfg, ids.suffixes, "transformers.js", out, one, () => copied, log);
     dispose(pre);
     return out;
   } finally {

@@ -2,8 +2,14 @@
 // same sweep on native ONNX Runtime (`readout sweep`) in the same invocation,
 // and writes bench/results/<date>-<model>-<backend>.json with the browser /
 // native ratios beside the page's own comparisons.
+// `--runtime deno` runs the page's own sweep (bench/page/sweep_engine.mjs)
+// in Deno instead, whose WebGPU reaches Mesa's lavapipe with shader-f16, so
+// q4f16 files run on float16 WebGPU here: written to
+// <date>-<model>-<backend>-deno.json, marked emulated when the adapter is a
+// CPU's. Only the engine's variants run there (no transformers.js, allowedMass
+// or modes sections, which need the page).
 //
-//   node bench/runners/run.mjs --model smollm2-135m-instruct-q4 --backend wasm
+//   node bench/runners/run.mjs --model smollm2-135m-instruct-q4 --backend wasm [--runtime chromium|deno]
 //        [--lengths 1,8,16,32,64,96] [--runs 5] [--warmup 1] [--prefix 256]
 //        [--variants stock,trimmed,pruned] [--threads N] [--build single|threads] [--no-native]
 //        [--no-transformers] [--no-mass] [--no-modes] [--out FILE] [--screenshot FILE]
@@ -15,6 +21,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { serve, ROOT } from "../../scripts/serve.mjs";
 import { launch } from "../../scripts/chromium.mjs";
+import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "../../scripts/deno.mjs";
 import { fitRatio, maxAbsDiff } from "../page/compare.mjs";
 
 const SUFFIX = { stock: "", trimmed: "-trimmed", pruned: "-trimmed-pruned" };
@@ -42,6 +49,7 @@ export function parseArgs(argv) {
     // The package build the page loads: threads is the threaded one (wasm
     // atomics; the page server makes every page cross-origin isolated).
     build: take("--build", "single"),
+    runtime: take("--runtime", "chromium"),
     out: take("--out", undefined),
     bin: take("--bin", undefined),
     screenshot: take("--screenshot", undefined),
@@ -54,6 +62,8 @@ export function parseArgs(argv) {
   if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
   if (!["wasm", "webgpu", "cpu"].includes(o.backend)) throw new Error(`--backend: ${o.backend} is not wasm, webgpu or cpu`);
   if (!["single", "threads"].includes(o.build)) throw new Error(`--build: ${o.build} is not single or threads`);
+  if (!["chromium", "deno"].includes(o.runtime)) throw new Error(`--runtime: ${o.runtime} is not chromium or deno`);
+  if (o.runtime === "deno" && o.build !== "single") throw new Error("--runtime deno runs the single build (Deno's workers are not the page's)");
   return o;
 }
 
@@ -76,7 +86,50 @@ function nativeSweep(o) {
 
 
 
-export async function runBench(o, log = (l) => console.error(l)) {
+// A CPU implementation of WebGPU (Chromium's SwiftShader, or Mesa's lavapipe
+// reached through Vulkan): its times are not a GPU's. The page has the same test.
+const CPU_ADAPTER = /swiftshader|llvmpipe|lavapipe/i;
+
+/** The page's sweep of each variant, run in Deno (the page's module, not the page). */
+async function runDeno(o, log) {
+  if (!denoAvailable()) throw new Error("deno is missing; run bash scripts/setup.sh");
+  const cfg = {
+    backend: o.backend, lengths: o.lengths.split(",").map(Number), runs: o.runs, warmup: o.warmup,
+    prefix: o.prefix, options: o.options, threads: 1,
+  };
+  const variants = o.variants.split(",").map((v) => {
+    if (!(v in SUFFIX)) throw new Error(`--variants: ${v} is not stock, trimmed or pruned`);
+    return { id: `${o.model}${SUFFIX[v]}`, variant: v, source: fileUrl(`models/${o.model}${SUFFIX[v]}/`) };
+  });
+  const r = await denoEvaluate(
+    async ({ cfg, variants, moduleUrl, ORT_BASE }) => {
+      const { sweepEngine } = await import(moduleUrl);
+      const log = (l) => console.log(`[progress] ${l}`);
+      const adapter = cfg.backend === "webgpu" ? await navigator.gpu?.requestAdapter() : null;
+      const out = [];
+      for (const v of variants) out.push(await sweepEngine(globalThis.readout, cfg, { ...v, ortBase: ORT_BASE }, log));
+      for (const v of out) delete v.ids;
+      const a = adapter?.info ?? {};
+      return {
+        deno: Deno.version.deno,
+        adapter: adapter ? { vendor: a.vendor, architecture: a.architecture, device: a.device, description: a.description, features: [...adapter.features].sort() } : null,
+        variants: out,
+      };
+    },
+    { cfg, variants, moduleUrl: fileUrl("bench/page/sweep_engine.mjs"), ORT_BASE: DENO_ORT_BASE },
+    { timeoutMs: o.timeoutS * 1000, onLine: (l) => l.startsWith("[progress] ") && log(`[bench] ${l.slice(11)}`) },
+  );
+  const emulated = o.backend === "webgpu" && CPU_ADAPTER.test(JSON.stringify({ ...r.adapter, features: undefined }));
+  return {
+    benchmark: "logit_cost", runtime: `deno ${r.deno}`, date: new Date().toISOString().slice(0, 10),
+    adapter: r.adapter, emulated, shader_f16: r.adapter ? r.adapter.features.includes("shader-f16") : null,
+    threads: cfg.threads, build: "single", model: o.model, backend: o.backend, prefix_tokens: cfg.prefix, lengths: cfg.lengths,
+    runs: cfg.runs, warmup: cfg.warmup, options: cfg.options, variants: r.variants, ratios: [],
+  };
+}
+
+/** The benchmark page in headless Chromium, to its end (window.benchResult). */
+async function runChromium(o, log) {
   const server = await serve(0);
   const browser = await launch({ webgpu: o.backend === "webgpu" });
   const query = new URLSearchParams({
@@ -84,7 +137,6 @@ export async function runBench(o, log = (l) => console.error(l)) {
     options: o.options, variants: o.variants, threads: o.threads, transformers: o.transformers ? "1" : "0", mass: o.mass ? "1" : "0",
     modes: o.modes ? "1" : "0", autorun: "1", build: o.build,
   });
-  let result;
   try {
     const page = await browser.newPage({ viewport: { width: 1180, height: 900 } });
     const tail = [];
@@ -98,26 +150,32 @@ export async function runBench(o, log = (l) => console.error(l)) {
     await page.waitForFunction(() => window.benchDone === true, null, { timeout: o.timeoutS * 1000, polling: 1000 });
     const err = await page.evaluate(() => window.benchError);
     if (err) throw new Error(`${err}\n${tail.slice(-15).join("\n")}`);
-    result = await page.evaluate(() => window.benchResult);
+    const result = await page.evaluate(() => window.benchResult);
     if (o.screenshot) {
       mkdirSync(dirname(resolve(o.screenshot)), { recursive: true });
       await page.screenshot({ path: o.screenshot, fullPage: true });
       log(`[bench] screenshot ${o.screenshot}`);
     }
+    return result;
   } finally {
     await browser.close();
     server.close();
   }
+}
+
+export async function runBench(o, log = (l) => console.error(l)) {
+  const result = o.runtime === "deno" ? await runDeno(o, log) : await runChromium(o, log);
   result.runner = "bench/runners/run.mjs";
   if (o.native) {
     log(`[bench] native counterpart: readout sweep on the same ids`);
     const native = nativeSweep(o);
     result.native = native;
+    const where = o.runtime === "deno" ? "deno" : "browser";
     for (const v of result.variants) {
       const n = native.variants.find((x) => x.id === v.id);
       if (!n) continue;
       result.ratios.push({
-        what: `${v.variant}: native vs browser ${o.backend}`, faster: "native", slower: `browser ${o.backend}`,
+        what: `${v.variant}: native vs ${where} ${o.backend}`, faster: "native", slower: `${where} ${o.backend}`,
         per_length: v.median_ms.map((m, i) => m / n.median_ms[i]),
         at_45_tokens_by_fit: fitRatio(v.fit, n.fit),
         max_abs_dp: Math.max(...v.probs.map((p, i) => maxAbsDiff(p, n.probs[i]))),
@@ -143,7 +201,7 @@ function printSummary(r) {
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const o = parseArgs(process.argv.slice(2));
   const r = await runBench(o);
-  const out = o.out ?? join(ROOT, "bench", "results", `${r.date}-${o.model}-${o.backend}.json`);
+  const out = o.out ?? join(ROOT, "bench", "results", `${r.date}-${o.model}-${o.backend}${o.runtime === "deno" ? "-deno" : ""}.json`);
   mkdirSync(dirname(resolve(out)), { recursive: true });
   writeFileSync(out, JSON.stringify(r, null, 2) + "\n");
   printSummary(r);
