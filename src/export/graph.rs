@@ -120,6 +120,12 @@ impl OnnxModel {
                 .map(str::parse)
                 .transpose()
                 .map_err(|e| graph_err(format!("{name}: length: {e}")))?;
+            // The location is the file's own claim: it stays beside the graph.
+            if !crate::model_dir::confine::plain_relative(loc) {
+                return Err(graph_err(format!(
+                    "{name}: external data location {loc:?} leaves the model's folder"
+                )));
+            }
             let path = self.dir.join(loc);
             let mut f = File::open(&path).map_err(|e| ExportError::file(&path, e))?;
             let file_len = f.metadata().map_err(|e| ExportError::file(&path, e))?.len();
@@ -127,12 +133,14 @@ impl OnnxModel {
                 Some(l) => l,
                 None => (file_len.saturating_sub(offset)) as usize,
             };
-            if offset + length as u64 > file_len {
+            // Offset and length are the file's numbers: checked before they index memory.
+            let end = offset.checked_add(length as u64).filter(|&e| e <= file_len);
+            if end.is_none() {
                 return Err(ExportError::file(
                     &path,
                     format!(
                         "{name}: bytes {offset}..{} beyond the file's {file_len} (truncated?)",
-                        offset + length as u64
+                        offset.saturating_add(length as u64)
                     ),
                 ));
             }
@@ -371,4 +379,82 @@ pub fn use_counts(g: &GraphProto) -> HashMap<&str, usize> {
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model whose one initializer is external data with `entries`,
+    /// beside a 16-byte data file.
+    fn external(tag: &str, entries: &[(&str, &str)]) -> (OnnxModel, PathBuf) {
+        let dir = std::env::temp_dir().join(format!("readout-graph-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("w.data"), [0u8; 16]).unwrap();
+        let t = TensorProto {
+            name: Some("w".into()),
+            data_location: Some(1),
+            external_data: entries
+                .iter()
+                .map(|(k, v)| StringStringEntryProto {
+                    key: Some((*k).into()),
+                    value: Some((*v).into()),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let proto = ModelProto {
+            graph: Some(GraphProto {
+                initializer: vec![t],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let m = OnnxModel::decode(&proto.encode_to_vec(), &dir.join("model.onnx")).unwrap();
+        (m, dir)
+    }
+
+    #[test]
+    fn an_external_offset_that_overflows_or_a_location_out_of_the_folder_is_refused() {
+        let cases = [
+            (
+                "overflow",
+                vec![
+                    ("location", "w.data"),
+                    ("offset", "18446744073709551615"),
+                    ("length", "8"),
+                ],
+                "beyond the file's 16",
+            ),
+            (
+                "past-end",
+                vec![("location", "w.data"), ("offset", "12"), ("length", "8")],
+                "beyond the file's 16",
+            ),
+            (
+                "dotdot",
+                vec![("location", "../w.data")],
+                "leaves the model's folder",
+            ),
+            (
+                "rooted",
+                vec![("location", "/etc/passwd")],
+                "leaves the model's folder",
+            ),
+        ];
+        for (tag, entries, want) in cases {
+            let (m, dir) = external(tag, &entries);
+            let t = m.initializer("w").unwrap().clone();
+            let e = m.tensor_bytes(&t).unwrap_err().to_string();
+            assert!(e.contains(want), "{tag}: {e}");
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+        let (m, dir) = external(
+            "ok",
+            &[("location", "w.data"), ("offset", "8"), ("length", "8")],
+        );
+        let t = m.initializer("w").unwrap().clone();
+        assert_eq!(m.tensor_bytes(&t).unwrap().len(), 8);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }
