@@ -46,7 +46,12 @@ impl Program {
             .initializer
             .iter()
             .map(|t| {
-                let n: u64 = t.dims.iter().map(|&d| d.max(0) as u64).product();
+                // The file's own dims: a product that would wrap (2^40 x 2^40)
+                // saturates, and is refused below like any other too-large claim.
+                let n = t
+                    .dims
+                    .iter()
+                    .fold(1u64, |a, &d| a.saturating_mul(d.max(0) as u64));
                 n.saturating_mul(
                     crate::onnx_pb::dtype_size(t.data_type.unwrap_or(0)).unwrap_or(1) as u64,
                 )
@@ -278,5 +283,44 @@ impl Program {
                 _ => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::onnx_pb::{GraphProto, TensorProto};
+
+    #[test]
+    fn an_initializer_whose_dims_overflow_is_refused_as_too_large_not_wrapped() {
+        // 2^40 x 2^40 x 2^40 elements: the product wraps u64 to 0.
+        let t = TensorProto {
+            name: Some("huge".into()),
+            dims: vec![1 << 40, 1 << 40, 1 << 40],
+            data_type: Some(1),
+            ..Default::default()
+        };
+        let graph = ModelProto {
+            graph: Some(GraphProto {
+                initializer: vec![t],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        let none = |_: &str| -> Option<&[u8]> { None };
+        let e = Program::load(&graph, &none, 1 << 30)
+            .err()
+            .expect("a 2^120-element initializer loaded");
+        assert!(
+            matches!(
+                e,
+                KernelError::TooLarge {
+                    needed: u64::MAX,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 }
