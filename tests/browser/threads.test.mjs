@@ -219,3 +219,65 @@ test("select.js tells a WebAssembly without relaxed SIMD from one with it (node'
   assert.deepEqual(ask("--no-experimental-wasm-relaxed-simd"), { usable: false, why: "this browser's WebAssembly lacks relaxed SIMD or shared memory" });
   assert.equal(ask("--experimental-wasm-relaxed-simd").usable, true);
 });
+
+test("threaded build: two engines on one page score side by side as each does alone, 40 states in a row end as the first began, and dispose while a score is pending waits for it", async () => {
+  const states = fixture().slice(0, 2);
+  const log = [];
+  const page = await harness(ctx, log, { build: "threads" });
+  try {
+    const r = await page.evaluate(
+      async ({ source, states }) => {
+        const { Engine } = window.readout;
+        const run = async (engine, s) => {
+          const state = await engine.prefill(s);
+          const ds = await state.scoreAll(s.criteria);
+          await state.dispose();
+          return ds.map((d) => d.probs.map((p) => p.p));
+        };
+        const a = await Engine.load(source, { backend: "cpu", threads: 2 });
+        const alone = [];
+        for (const s of states) alone.push(await run(a, s));
+        const b = await Engine.load(source, { backend: "cpu", threads: 2 });
+        // Both engines' pools at work at once, each call interleaved with the other's.
+        const together = await Promise.all(states.flatMap((s) => [run(a, s), run(b, s)]));
+        // A long run on one engine: the 40th state as the first.
+        let first = null, last = null;
+        for (let i = 0; i < 40; i++) {
+          const d = await run(a, states[i % states.length]);
+          if (i === 0) first = d;
+          if (i === 38) last = d;
+        }
+        // dispose asked while a score is pending: calls are queued, so the
+        // score finishes, then the engine goes, and the next call is refused.
+        const held = await b.prefill(states[0]);
+        const pending = held.scoreAll(states[0].criteria);
+        const disposing = b.dispose();
+        const [scored, disposed] = await Promise.allSettled([pending, disposing]);
+        let after = "accepted";
+        try {
+          await b.prefill(states[0]);
+        } catch (e) {
+          after = e.code;
+        }
+        await a.dispose();
+        return {
+          alone, together, first, last, after, disposed: disposed.status,
+          scored: scored.status === "fulfilled" ? scored.value.map((d) => d.probs.map((p) => p.p)) : scored.reason?.message,
+        };
+      },
+      { source: `/models/${TINY}/`, states },
+    );
+    states.forEach((_, i) => {
+      assert.deepEqual(r.together[2 * i], r.alone[i], `engine A beside B, state ${i}`);
+      assert.deepEqual(r.together[2 * i + 1], r.alone[i], `engine B beside A, state ${i}`);
+    });
+    assert.deepEqual(r.last, r.first, "the 39th run of the same state");
+    assert.deepEqual(r.scored, r.alone[0], "the score pending when dispose was asked");
+    assert.equal(r.disposed, "fulfilled");
+    assert.equal(r.after, "engine_disposed");
+  } catch (e) {
+    throw new Error(`${e.message}\n${log.slice(-15).join("\n")}`);
+  } finally {
+    await page.close();
+  }
+});
