@@ -524,12 +524,7 @@ fn without_flags_the_cli_takes_the_catalog_entry_or_the_rule_as_the_browser_does
     );
     let mut cat: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("models.json")).unwrap()).unwrap();
-    let entry = cat["models"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|m| m["id"] == Q4)
-        .unwrap();
+    let entry = common::entry_mut(&mut cat, Q4);
     entry["readout"] = serde_json::json!({"mode": "cloze", "cloze_score": "sum", "calibration": "content-free", "prompt": "plain"});
     std::fs::write(dir.join("models.json"), cat.to_string()).unwrap();
 

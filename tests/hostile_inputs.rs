@@ -83,12 +83,7 @@ fn a_catalog_whose_file_url_leaves_its_folder_is_refused_before_any_file_is_read
     std::fs::create_dir_all(&dir).unwrap();
     let text = std::fs::read_to_string(common::root().join("models.json")).unwrap();
     let mut cat: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let entry = cat["models"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|m| m["id"] == Q4)
-        .unwrap();
+    let entry = common::entry_mut(&mut cat, Q4);
     entry["files"][0]["url"] = "../../etc/passwd".into();
     let path = dir.join("models.json");
     std::fs::write(&path, serde_json::to_string(&cat).unwrap()).unwrap();

@@ -204,3 +204,13 @@ pub fn float32_copy(src: &Path) -> TempDir {
     std::fs::write(tmp.join("model.onnx"), m.encode_to_vec()).unwrap();
     tmp
 }
+
+/// The entry `id` of a parsed `models.json`, to edit in a test's own copy.
+pub fn entry_mut<'a>(catalog: &'a mut serde_json::Value, id: &str) -> &'a mut serde_json::Value {
+    catalog["models"]
+        .as_array_mut()
+        .expect("a models array")
+        .iter_mut()
+        .find(|m| m["id"] == id)
+        .unwrap_or_else(|| panic!("no entry {id} in the catalog"))
+}
