@@ -272,6 +272,7 @@ test("bad input gives an Error naming the field and limit, and the next call suc
     dotdot: { code: "outside_root", field: "models.json", limit: undefined },
     elsewhere: { code: "outside_root", field: "models.json", limit: undefined },
     allow_string: { code: "invalid_option", field: "allowAbsoluteUrls", limit: undefined },
+    allowed_elsewhere: { code: "download_failed", field: "config", limit: undefined },
     empty_evidence: { code: "empty_evidence", field: "evidence", limit: undefined },
     unknown_field: { code: "unknown_field", field: "criterion.answr", limit: undefined },
     option_typo: { code: "unknown_field", field: "options.mdoe", limit: undefined },
@@ -303,7 +304,7 @@ test("bad input gives an Error naming the field and limit, and the next call suc
   // Every refusal above carries a code: none is left to its message alone.
   assert.deepEqual(Object.keys(codes).sort(), Object.keys(expect).sort());
   assert.deepEqual(Object.keys(r.codes).sort(), Object.keys(expect).sort());
-  assert.equal(r.checks.length, 18);
+  assert.equal(r.checks.length, 20);
   assert.equal(r.cloze_64, 64);
   assert.equal(r.trimmed_letters, 2);
   assert.equal(r.no_template_cloze, "cloze");
