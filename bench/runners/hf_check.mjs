@@ -3,7 +3,9 @@
 // engine unchanged, beside the builder's files from the same weights:
 // - native ONNX Runtime: both files load and pass the load-time proofs, and
 //   their decisions on the authored fixture (the entry's default readout:
-//   cloze, content-free) are scored for accuracy beside the builder's;
+//   cloze, content-free) are scored for accuracy beside the builder's, with
+//   max |Δp| and changed answers against the builder's file of the same
+//   dtype, and ms per criterion;
 // - our runtime: loads them, or refuses them by name (what it says is kept);
 // - WebGPU in Deno (lavapipe): each file through a catalog written beside
 //   the files, letters on the fixture's first states, against native ONNX
@@ -74,9 +76,28 @@ for (const f of ["model_q4.onnx", "model_q4f16.onnx"]) {
   result.own[f] = own.refused ? { refused: own.refused } : { criteria: own.report.rows.length, accuracy: accuracy(own.report) };
   log(`${path}: our runtime: ${own.refused ?? "loads"}`);
 }
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const msPer = (rep) => median(rep.rows.map((r) => r.decision.ms));
 for (const v of ["q4", "q4f16"]) {
   const r = evaluate(`models.json#${builder}-${v}`, full, CLOZE, `builder-${v}`);
-  result.native[`builder ${builder}-${v}`] = { criteria: r.report.rows.length, accuracy: accuracy(r.report) };
+  result.native[`builder ${builder}-${v}`] = { criteria: r.report.rows.length, accuracy: accuracy(r.report), ms_per_criterion_median: msPer(r.report) };
+  // The Hugging Face file against the builder's of the same dtype: the same
+  // float weights quantised twice (MatMulNBits symmetric vs the builder's own
+  // int4), so the two differ by int4 rounding, measured here per criterion.
+  const hf = JSON.parse(readFileSync(join(ROOT, "target", "bench", `hf-model_${v}.onnx-ort.json`), "utf8"));
+  const b = byKey(r.report);
+  const dps = [];
+  let changes = 0;
+  for (const [key, d] of byKey(hf)) {
+    const n = b.get(key);
+    dps.push(Math.max(...d.probs.map((p) => Math.abs(p.p - n.probs.find((q) => q.id === p.id).p))));
+    if (d.answer !== n.answer) changes++;
+  }
+  Object.assign(result.native[`model_${v}.onnx`], {
+    ms_per_criterion_median: msPer(hf),
+    vs_builder: { max_abs_dp: Math.max(...dps), median_abs_dp: median(dps), argmax_changes: changes, criteria: dps.length },
+  });
+  log(`model_${v}.onnx vs the builder's ${v}: max |Δp| ${Math.max(...dps).toExponential(2)}, median ${median(dps).toExponential(2)}, ${changes} of ${dps.length} answers differ`);
 }
 
 // A catalog beside the files (below its own folder, as catalogs must be).

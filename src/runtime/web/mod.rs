@@ -351,6 +351,10 @@ impl WebRuntime {
         if let Err(lost) = self.check_device() {
             return lost;
         }
+        if self.js_device.is_none() {
+            // No shared device (the WASM backend): nothing to wait for.
+            return failure;
+        }
         let turn = js_sys::Promise::new(&mut |resolve, _| {
             let set_timeout = js::get(&js_sys::global(), "setTimeout");
             if let Some(f) = set_timeout.dyn_ref::<js_sys::Function>() {
