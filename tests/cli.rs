@@ -515,13 +515,7 @@ fn without_flags_the_cli_takes_the_catalog_entry_or_the_rule_as_the_browser_does
 
     // A catalog beside `models/` whose entry names cloze with content-free
     // calibration, as bench/runners/decisions.sh does for a real model.
-    succeed(
-        readout()
-            .args(["catalog", "--models"])
-            .arg(&models)
-            .arg("-o")
-            .arg(dir.join("models.json")),
-    );
+    write_catalog(&models, &dir.join("models.json"));
     let mut cat: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("models.json")).unwrap()).unwrap();
     let entry = common::entry_mut(&mut cat, Q4);
@@ -586,13 +580,7 @@ fn a_missing_entry_is_named_and_an_unreadable_catalog_beside_a_model_leaves_the_
     std::fs::write(&state_path, serde_json::to_string(&fixture()[0]).unwrap()).unwrap();
     let models = dir.join("models");
     copy_model(Q4, &models.join(Q4));
-    succeed(
-        readout()
-            .args(["catalog", "--models"])
-            .arg(&models)
-            .arg("-o")
-            .arg(dir.join("models.json")),
-    );
+    write_catalog(&models, &dir.join("models.json"));
     let out = readout()
         .args(["score", "--model"])
         .arg(format!("{}#nope", dir.join("models.json").display()))
@@ -617,5 +605,16 @@ fn a_missing_entry_is_named_and_an_unreadable_catalog_beside_a_model_leaves_the_
     assert_eq!(
         v["decisions"].as_array().unwrap().len(),
         fixture()[0].criteria.len()
+    );
+}
+
+/// `readout catalog` over `models`, written to `out`.
+fn write_catalog(models: &std::path::Path, out: &std::path::Path) {
+    succeed(
+        readout()
+            .args(["catalog", "--models"])
+            .arg(models)
+            .arg("-o")
+            .arg(out),
     );
 }

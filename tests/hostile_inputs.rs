@@ -94,3 +94,103 @@ fn a_catalog_whose_file_url_leaves_its_folder_is_refused_before_any_file_is_read
     assert!(err.to_string().contains("../../etc/passwd"), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A fresh copy of the tiny model under target/, for a test to damage.
+fn scratch_model(tag: &str) -> std::path::PathBuf {
+    let dir = common::root()
+        .join("target")
+        .join(format!("hostile-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    common::copy_model(Q4, &dir);
+    dir
+}
+
+fn host(runtime: readout::RuntimeKind) -> readout::HostOptions {
+    readout::HostOptions {
+        runtime,
+        threads: 2,
+        precision: readout::Precision::Int8,
+        pack: true,
+    }
+}
+
+/// The plain tiny model still loads and scores (after a refusal).
+fn still_scores(runtime: readout::RuntimeKind) {
+    let mut e = readout::open_host_engine(&common::model_path(Q4), &host(runtime)).unwrap();
+    let c = criterion("late", "Did the parcel arrive late?", &["Yes", "No"]);
+    let d = pollster::block_on(async {
+        let id = e
+            .prefill(&state("The parcel arrived two days late."))
+            .await?;
+        e.score(id, &c, &ScoreOptions::default()).await
+    })
+    .unwrap();
+    assert_eq!(d.probs.len(), 2);
+}
+
+#[test]
+fn a_gigabyte_tokenizer_json_is_refused_from_its_size_before_it_is_read() {
+    let dir = scratch_model("tokenizer");
+    // Sparse: a 1 GiB file that costs no disk; reading it would cost 1 GiB.
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join("tokenizer.json"))
+        .unwrap();
+    f.set_len(1 << 30).unwrap();
+    for rt in [readout::RuntimeKind::Ort, readout::RuntimeKind::Own] {
+        let err = readout::open_host_engine(&dir, &host(rt))
+            .err()
+            .expect("a 1 GiB tokenizer loaded");
+        let info = err.info();
+        assert_eq!(info.code, "too_large", "{err}");
+        assert_eq!(info.field.as_deref(), Some("tokenizer.json"));
+        assert_eq!(info.limit, Some(64 << 20));
+        assert!(err.to_string().contains("1073741824 bytes"), "{err}");
+        still_scores(rt);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_graph_nested_ten_thousand_subgraphs_deep_is_refused_without_a_crash() {
+    use prost::Message;
+    use readout::onnx_pb::{AttributeProto, GraphProto, ModelProto, NodeProto};
+    // Each level a node whose attribute holds the next graph: decoded
+    // recursively, it would exhaust the stack of a reader without a limit.
+    let mut inner = GraphProto::default().encode_to_vec();
+    for _ in 0..10_000 {
+        inner = GraphProto {
+            node: vec![NodeProto {
+                op_type: Some("If".into()),
+                attribute: vec![AttributeProto {
+                    name: Some("then_branch".into()),
+                    g: Some(inner),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+        .encode_to_vec();
+    }
+    let model = ModelProto {
+        ir_version: Some(8),
+        graph: Some(GraphProto::decode(inner.as_slice()).unwrap()),
+        ..Default::default()
+    };
+    let dir = scratch_model("nested");
+    std::fs::write(dir.join("model.onnx"), model.encode_to_vec()).unwrap();
+    for rt in [readout::RuntimeKind::Ort, readout::RuntimeKind::Own] {
+        let err = readout::open_host_engine(&dir, &host(rt))
+            .err()
+            .expect("a 10,000-deep graph loaded");
+        assert!(!err.info().code.is_empty(), "{rt:?}: {err}");
+        eprintln!(
+            "# {rt:?}: {} ({})",
+            err.info().code,
+            err.to_string().chars().take(160).collect::<String>()
+        );
+        still_scores(rt);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
