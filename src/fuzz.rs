@@ -4,6 +4,7 @@
 //! outcome for most inputs and are ignored.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// A state file or fixture (`readout score --state`, `readout evaluate`).
 pub fn state(data: &[u8]) {
@@ -71,4 +72,52 @@ pub fn onnx(data: &[u8]) {
     if let Ok(mut p) = OnnxModel::decode(data, path) {
         let _ = crate::export::passes::prune(&mut p, &[0, 1]);
     }
+}
+
+/// The zeros an `own_graph` input's external-data tensors read: enough for
+/// the tiny models' weights (about 6.3 MB), so a seed taken from one of
+/// their graphs loads in full and mutations reach the program builder.
+const EXTERNAL_ZEROS: usize = 8 << 20;
+
+/// Our runtime's ONNX loader and program builder (`Program::load`): every
+/// initializer read, every node compiled, constants folded. External data of
+/// any location is served from zeros; the weight limit (64 MiB) stands in for
+/// the wasm32 heap's, so a graph claiming more is refused before a copy.
+pub fn own_graph(data: &[u8]) {
+    own_graph_loads(data);
+}
+
+/// `own_graph`'s work; true when the graph loaded (the replay test checks
+/// that the seeds reach the program builder, not just the decoder).
+pub fn own_graph_loads(data: &[u8]) -> bool {
+    static ZEROS: OnceLock<Vec<u8>> = OnceLock::new();
+    let zeros = ZEROS.get_or_init(|| vec![0u8; EXTERNAL_ZEROS]).as_slice();
+    let external = |_: &str| Some(zeros);
+    let _ = crate::runtime::own::interp::Program::external_locations(data);
+    if let Ok(p) = crate::runtime::own::interp::Program::load(data, &external, 64 << 20) {
+        let _ = p.inputs();
+        let _ = p.outputs().count();
+        return true;
+    }
+    false
+}
+
+/// A chat template's source, as `chat_template.jinja` holds it: compiled
+/// under the project's limits, then asked for a state's head and its full
+/// rendering. Fuel and the recursion limit must end whatever it does.
+pub fn chat_template(data: &[u8]) {
+    let Ok(source) = std::str::from_utf8(data) else {
+        return;
+    };
+    use crate::core::text::chat_template::ChatTemplate;
+    let Ok(t) = ChatTemplate::new(
+        "chat_template.jinja",
+        source.to_string(),
+        "<s>".into(),
+        "</s>".into(),
+    ) else {
+        return;
+    };
+    let _ = t.head_text("Instruction.\n\nEvidence: the invoice was paid twice.");
+    let _ = t.render_user("Question? A) yes B) no");
 }

@@ -183,8 +183,13 @@ impl ModelDir {
     pub fn check_external(&self) -> Result<(), EngineError> {
         let bytes = std::fs::read(&self.graph).map_err(|e| file_err(&self.graph, e.to_string()))?;
         let dir = self.graph.parent().unwrap_or(Path::new("."));
-        let names = Program::external_locations(&bytes)
-            .map_err(|e| file_err(&self.graph, format!("is not a readable ONNX graph: {e}")))?;
+        let names = Program::external_locations(&bytes).map_err(|e| match e {
+            // A limit keeps its own code, field and limit.
+            e @ crate::kernels::KernelError::GraphTooLarge { .. } => {
+                EngineError::from(crate::runtime::RuntimeError::from(e))
+            }
+            e => file_err(&self.graph, format!("is not a readable ONNX graph: {e}")),
+        })?;
         for loc in &names {
             self.confined.check_name("external data", dir, loc)?;
         }

@@ -364,3 +364,113 @@ pub fn op_types(model: &[u8]) -> Result<Vec<String>, prost::DecodeError> {
         .map(|g| g.node.into_iter().filter_map(|n| n.op_type).collect())
         .unwrap_or_default())
 }
+
+/// What a graph's top level holds, counted on the wire: nothing is decoded
+/// or allocated, so a file of millions of empty nodes is refused at the cost
+/// of one pass over its bytes rather than after it has been decoded into
+/// gigabytes of structs.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct GraphCounts {
+    pub nodes: u64,
+    pub initializers: u64,
+}
+
+/// The most nodes, and initializers, one graph may hold. Hugging Face's
+/// Optimum export of a 30-layer model has 7,426 nodes and 482 initializers
+/// (onnxruntime-genai's builder: 343 and 365), so this is room for about
+/// 1,000 layers of the most verbose export, and far below what would
+/// exhaust a tab's memory when decoded.
+pub const MAX_GRAPH_ENTRIES: u64 = 250_000;
+
+/// Why a graph's wire format could not be counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireError(pub &'static str);
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+fn varint(b: &[u8], at: &mut usize) -> Result<u64, WireError> {
+    let mut v = 0u64;
+    for shift in (0..64).step_by(7) {
+        let byte = *b.get(*at).ok_or(WireError("truncated varint"))?;
+        *at += 1;
+        v |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(v);
+        }
+    }
+    Err(WireError("varint longer than 10 bytes"))
+}
+
+/// Calls `f(field, payload)` for each length-delimited field of one message
+/// and skips the others; fails on a malformed or truncated one.
+fn each_field<'b>(
+    b: &'b [u8],
+    mut f: impl FnMut(u64, &'b [u8]) -> Result<(), WireError>,
+) -> Result<(), WireError> {
+    let mut at = 0;
+    while at < b.len() {
+        let key = varint(b, &mut at)?;
+        let skip = match key & 7 {
+            0 => {
+                varint(b, &mut at)?;
+                0
+            }
+            1 => 8,
+            5 => 4,
+            2 => {
+                let len = usize::try_from(varint(b, &mut at)?)
+                    .map_err(|_| WireError("length beyond the address space"))?;
+                let end = at
+                    .checked_add(len)
+                    .filter(|&e| e <= b.len())
+                    .ok_or(WireError("a field runs past the end"))?;
+                f(key >> 3, &b[at..end])?;
+                at = end;
+                0
+            }
+            _ => return Err(WireError("a group or unknown wire type")),
+        };
+        at = at
+            .checked_add(skip)
+            .filter(|&e| e <= b.len())
+            .ok_or(WireError("a field runs past the end"))?;
+    }
+    Ok(())
+}
+
+/// Counts the top-level graph's nodes (GraphProto field 1) and initializers
+/// (field 5) of a ModelProto (graph: field 7), reading tags and lengths only.
+pub fn graph_counts(model: &[u8]) -> Result<GraphCounts, WireError> {
+    let mut c = GraphCounts::default();
+    each_field(model, |field, graph| {
+        if field == 7 {
+            each_field(graph, |f, _| {
+                match f {
+                    1 => c.nodes += 1,
+                    5 => c.initializers += 1,
+                    _ => {}
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })?;
+    Ok(c)
+}
+
+/// The first of a graph's counts over [`MAX_GRAPH_ENTRIES`]: `(what, count)`.
+/// An unreadable wire format is left for the decoder to name.
+pub fn graph_over_limit(model: &[u8]) -> Option<(&'static str, u64)> {
+    let c = graph_counts(model).ok()?;
+    if c.nodes > MAX_GRAPH_ENTRIES {
+        Some(("nodes", c.nodes))
+    } else if c.initializers > MAX_GRAPH_ENTRIES {
+        Some(("initializers", c.initializers))
+    } else {
+        None
+    }
+}

@@ -40,3 +40,28 @@ fn models_json_corpus() {
 fn onnx_corpus() {
     replay("onnx", readout::fuzz::onnx);
 }
+
+#[test]
+fn own_graph_corpus() {
+    replay("own_graph", readout::fuzz::own_graph);
+    // The tiny models' graphs must load in full from the zeros the target
+    // serves, or fuzzing would only ever exercise the decoder.
+    for seed in [
+        "qwen3-tiny-q4.onnx",
+        "qwen3-tiny-q4f16.onnx",
+        "gemma3-tiny-q4.onnx",
+    ] {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fuzz/corpus/own_graph")
+            .join(seed);
+        assert!(
+            readout::fuzz::own_graph_loads(&std::fs::read(&p).unwrap()),
+            "{seed}"
+        );
+    }
+}
+
+#[test]
+fn chat_template_corpus() {
+    replay("chat_template", readout::fuzz::chat_template);
+}

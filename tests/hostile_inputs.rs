@@ -194,3 +194,61 @@ fn a_graph_nested_ten_thousand_subgraphs_deep_is_refused_without_a_crash() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_graph_of_three_hundred_thousand_nodes_is_refused_from_its_wire_count() {
+    // 300,000 empty nodes: 600 kB on disk, hundreds of MB once decoded. The
+    // count is read from tags and lengths, before any decoder runs.
+    let mut model = Vec::new();
+    let mut graph = Vec::new();
+    for _ in 0..300_000 {
+        graph.extend_from_slice(&[0x0a, 0x00]); // GraphProto.node (1), empty
+    }
+    model.push(0x3a); // ModelProto.graph (7), length-delimited
+    let mut len = graph.len();
+    while len >= 0x80 {
+        model.push((len as u8 & 0x7f) | 0x80);
+        len >>= 7;
+    }
+    model.push(len as u8);
+    model.extend_from_slice(&graph);
+    assert_eq!(
+        readout::onnx_pb::graph_counts(&model).unwrap().nodes,
+        300_000
+    );
+    let dir = scratch_model("nodes");
+    std::fs::write(dir.join("model.onnx"), &model).unwrap();
+    for rt in [readout::RuntimeKind::Ort, readout::RuntimeKind::Own] {
+        let err = readout::open_host_engine(&dir, &host(rt))
+            .err()
+            .expect("a 300,000-node graph loaded");
+        let info = err.info();
+        assert_eq!(info.code, "too_large", "{rt:?}: {err}");
+        assert_eq!(info.field.as_deref(), Some("model.onnx (nodes)"), "{err}");
+        assert_eq!(info.limit, Some(250_000));
+        assert!(err.to_string().contains("300000 nodes"), "{err}");
+        still_scores(rt);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_wire_count_of_a_real_graph_equals_its_decoded_count() {
+    use prost::Message;
+    for id in [Q4, "gemma3-tiny-random-q4"] {
+        let bytes = std::fs::read(common::model_path(id).join("model.onnx")).unwrap();
+        let g = readout::onnx_pb::ModelProto::decode(bytes.as_slice())
+            .unwrap()
+            .graph
+            .unwrap();
+        let c = readout::onnx_pb::graph_counts(&bytes).unwrap();
+        assert_eq!(
+            (c.nodes, c.initializers),
+            (g.node.len() as u64, g.initializer.len() as u64),
+            "{id}"
+        );
+        assert!(c.nodes > 10 && c.initializers > 10, "{id}: {c:?}");
+        // Cut short, the wire format is refused rather than miscounted.
+        assert!(readout::onnx_pb::graph_counts(&bytes[..bytes.len() - 3]).is_err());
+    }
+}

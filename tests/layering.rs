@@ -580,7 +580,7 @@ const MAY_IMPORT: &[(&str, &[&str])] = &[
             "core", "engine", "gpu", "kernels", "onnx_pb", "platform", "runtime",
         ],
     ),
-    ("fuzz", &["core", "export"]),
+    ("fuzz", &["core", "export", "runtime"]),
     // The binary (`src/bin/readout.rs`) only calls the CLI.
     ("bin", &["cli"]),
 ];

@@ -45,6 +45,17 @@ impl OnnxModel {
     /// A model from its bytes, as if read from `path` (external data is
     /// looked up beside it).
     pub fn decode(bytes: &[u8], path: &Path) -> Result<Self, ExportError> {
+        // Counted on the wire first: a file of millions of empty nodes would
+        // otherwise be decoded into gigabytes before anything looked at it.
+        if let Some((what, count)) = crate::onnx_pb::graph_over_limit(bytes) {
+            return Err(ExportError::file(
+                path,
+                format!(
+                    "the graph holds {count} {what}; at most {} are read",
+                    crate::onnx_pb::MAX_GRAPH_ENTRIES
+                ),
+            ));
+        }
         let proto = ModelProto::decode(bytes)
             .map_err(|e| ExportError::file(path, format!("not an ONNX model: {e}")))?;
         if proto.graph.is_none() {

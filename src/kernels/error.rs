@@ -31,6 +31,16 @@ pub enum KernelError {
     Threads { threads: usize, reason: String },
     /// The model would not fit the address space (wasm32: 4 GiB): its
     /// declared weights, or what a load of its files holds at its peak.
+    /// A graph holding more nodes or initializers than any real model,
+    /// counted on the wire before it is decoded.
+    #[error(
+        "the graph holds {count} {what}; at most {limit} are read (real models hold under 10,000)"
+    )]
+    GraphTooLarge {
+        what: &'static str,
+        count: u64,
+        limit: u64,
+    },
     #[error("the model needs {needed} bytes {what}; this build holds at most {limit}")]
     TooLarge {
         needed: u64,
@@ -49,6 +59,9 @@ impl KernelError {
             Self::Io { name, .. } => I::new("graph_signature").field(name.clone()),
             Self::Run { node, .. } => I::new("run").field(node.clone()),
             Self::Threads { threads, .. } => I::new("threads").limit(*threads),
+            Self::GraphTooLarge { what, limit, .. } => I::new("too_large")
+                .field(format!("model.onnx ({what})"))
+                .limit(usize::try_from(*limit).unwrap_or(usize::MAX)),
             Self::TooLarge { limit, .. } => {
                 I::new("model_too_large").limit(usize::try_from(*limit).unwrap_or(usize::MAX))
             }

@@ -15,10 +15,24 @@ use prost::Message;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// Refuses a graph with more entries than any real model before it is
+/// decoded (see [`crate::onnx_pb::MAX_GRAPH_ENTRIES`]).
+fn check_counts(graph: &[u8]) -> Result<(), KernelError> {
+    match crate::onnx_pb::graph_over_limit(graph) {
+        Some((what, count)) => Err(KernelError::GraphTooLarge {
+            what,
+            count,
+            limit: crate::onnx_pb::MAX_GRAPH_ENTRIES,
+        }),
+        None => Ok(()),
+    }
+}
+
 impl Program {
     /// The external-data files a graph names, so a caller can read them
     /// before `load`.
     pub fn external_locations(graph: &[u8]) -> Result<Vec<String>, KernelError> {
+        check_counts(graph)?;
         let model = ModelProto::decode(graph).map_err(|e| KernelError::Decode(e.to_string()))?;
         let mut out: Vec<String> = Vec::new();
         for t in model.graph.iter().flat_map(|g| &g.initializer) {
@@ -38,6 +52,7 @@ impl Program {
     /// Compiles `graph`; refuses it before copying any weight when its
     /// initializers exceed `limit` bytes.
     pub fn load(graph: &[u8], external: &External<'_>, limit: u64) -> Result<Self, KernelError> {
+        check_counts(graph)?;
         let model = ModelProto::decode(graph).map_err(|e| KernelError::Decode(e.to_string()))?;
         let g = model
             .graph
