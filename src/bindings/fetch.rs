@@ -84,12 +84,22 @@ pub struct Fetched {
     pub sha256: String,
 }
 
+/// Refuses a download by its size: called with the response's
+/// `content-length` before the body is read, then with the running total
+/// after each chunk, so a file over its limit is refused before its
+/// download (or, from a server that sends no length, as soon as it passes).
+pub type SizeCheck<'a> = &'a dyn Fn(u64) -> Result<(), LoadError>;
+
+/// No limit beyond the one the runtime applies.
+pub const ANY_SIZE: SizeCheck<'static> = &|_| Ok(());
+
 /// Fetches `url`; `Ok(None)` on 404 when `optional`.
 pub async fn fetch(
     url: &str,
     label: &str,
     expect_bytes: Option<u64>,
     optional: bool,
+    size_check: SizeCheck<'_>,
     progress: Progress<'_>,
 ) -> Result<Option<Fetched>, LoadError> {
     let refuse = |problem: FetchProblem| LoadError::Fetch {
@@ -132,7 +142,15 @@ pub async fn fetch(
     .and_then(|v| v.as_string())
     .and_then(|s| s.parse::<f64>().ok());
     let total = expect_bytes.map(|b| b as f64).or(header).unwrap_or(0.0);
-    let reader = call_page(&get(&resp, "body"), "getReader", &[])?;
+    let body = get(&resp, "body");
+    if let Some(h) = header {
+        if let Err(e) = size_check(h as u64) {
+            // Tell the server to stop sending; nothing was read.
+            let _ = call(&body, "cancel", &[]);
+            return Err(e);
+        }
+    }
+    let reader = call_page(&body, "getReader", &[])?;
     let mut chunks: Vec<Uint8Array> = Vec::new();
     let mut hasher = Sha256::new();
     let mut loaded = 0f64;
@@ -147,8 +165,12 @@ pub async fn fetch(
         let chunk: Uint8Array = get(&r, "value")
             .dyn_into()
             .map_err(|_| refuse(FetchProblem::NotBytes))?;
-        hasher.update(chunk.to_vec());
         loaded += chunk.length() as f64;
+        if let Err(e) = size_check(loaded as u64) {
+            let _ = call(&reader, "cancel", &[]);
+            return Err(e);
+        }
+        hasher.update(chunk.to_vec());
         chunks.push(chunk);
         progress(label, loaded, total);
     }
@@ -180,7 +202,7 @@ pub async fn fetch_text(
     label: &str,
     optional: bool,
 ) -> Result<Option<String>, LoadError> {
-    let Some(f) = fetch(url, label, None, optional, &|_, _, _| {}).await? else {
+    let Some(f) = fetch(url, label, None, optional, ANY_SIZE, &|_, _, _| {}).await? else {
         return Ok(None);
     };
     String::from_utf8(f.bytes.to_vec())

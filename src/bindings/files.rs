@@ -83,7 +83,21 @@ pub(super) async fn entry_files(
         // download, so a side file over its limit is refused before it.
         crate::core::spec::input_limits::check_file(&file.role, file.bytes)?;
         let url = resolve(&file.url, catalog_url)?;
-        let got = fetch(&url, &file.role, Some(file.bytes), false, progress)
+        // More bytes than the catalog says is refused as they arrive.
+        let want = file.bytes;
+        let label = file.role.clone();
+        let url2 = url.clone();
+        let over = move |n: u64| {
+            if n > want {
+                return Err(LoadError::Fetch {
+                    file: label.clone(),
+                    url: url2.clone(),
+                    problem: FetchProblem::Size { got: n, want },
+                });
+            }
+            Ok(())
+        };
+        let got = fetch(&url, &file.role, Some(file.bytes), false, &over, progress)
             .await?
             .ok_or_else(|| LoadError::Fetch {
                 file: file.role.clone(),
@@ -129,7 +143,16 @@ pub(super) async fn entry_files(
     Ok(f)
 }
 
-pub(super) async fn dir_files(base: &str, progress: Progress<'_>) -> Result<Files, LoadError> {
+/// A directory's files. It has no catalog to give sizes first, so each
+/// file's `content-length` (or its running size) is checked as it comes: a
+/// side file against its role's limit, and with `cpu` (our runtime will
+/// hold the weights) the graph and external data against what a load can
+/// hold, before the body is downloaded.
+pub(super) async fn dir_files(
+    base: &str,
+    cpu: bool,
+    progress: Progress<'_>,
+) -> Result<Files, LoadError> {
     let mut f = Files::empty();
     let names = [
         ("graph", "model.onnx", false),
@@ -143,11 +166,20 @@ pub(super) async fn dir_files(base: &str, progress: Progress<'_>) -> Result<File
     ];
     for (role, name, optional) in names {
         let url = resolve(name, base)?;
-        let Some(got) = fetch(&url, role, None, optional, progress).await? else {
+        let graph_bytes = u64::from(f.graph.length());
+        let check = |n: u64| -> Result<(), LoadError> {
+            crate::core::spec::input_limits::check_file(name, n)?;
+            if cpu && matches!(role, "graph" | "external_data") {
+                crate::runtime::own::check_files_fit(
+                    graph_bytes.saturating_add(n),
+                    crate::runtime::own::WEIGHT_LIMIT,
+                )?;
+            }
+            Ok(())
+        };
+        let Some(got) = fetch(&url, role, None, optional, &check, progress).await? else {
             continue;
         };
-        // A directory has no catalog to say sizes first: refused before parsing.
-        crate::core::spec::input_limits::check_file(name, u64::from(got.bytes.length()))?;
         f.listed.push(LoadedFile {
             role: role.into(),
             url,

@@ -65,7 +65,7 @@ pub(super) async fn resolve(
                 "",
             )?;
             let first = choose::for_dir(source, requested, gpu)?;
-            let files = dir_files(&base, progress).await?;
+            let files = dir_files(&base, first.backend == Chosen::Cpu, progress).await?;
             let choice = choose::for_fetched_dir(source, requested, gpu, first, &files)?;
             Ok((choice, files))
         }

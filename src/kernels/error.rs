@@ -94,6 +94,9 @@ pub enum OpError {
     Index { index: i64, dim: usize },
     #[error("{op} over uint8 data")]
     Uint8 { op: &'static str },
+    /// A shape beyond `tensor::MAX_NOMINAL_ELEMENTS` (zero dims counted as one).
+    #[error("shape {shape:?} spans more than 2^31 elements")]
+    Nominal { shape: Vec<u64> },
     #[error("split {sizes:?} of a dim of {dim}")]
     Split { sizes: Vec<usize>, dim: usize },
     #[error("steps {steps:?}: only 1 is computed")]

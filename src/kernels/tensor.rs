@@ -70,3 +70,19 @@ impl Value {
         }
     }
 }
+
+/// The most elements a shape may span, its zero dims counted as one. A file
+/// or a reshape can give an empty tensor a dim of 2^40; an op that keeps the
+/// other dims (a reduction, a broadcast) would then allocate by them, so
+/// every shape taken from a file or a spec is held to this. Real models'
+/// largest tensors (a 256k vocabulary by 4k) are under 2^31.
+pub const MAX_NOMINAL_ELEMENTS: u64 = 1 << 31;
+
+/// Whether `shape` spans at most [`MAX_NOMINAL_ELEMENTS`] (zeros as ones);
+/// overflow-checked, so no shape can wrap to a small count.
+pub fn shape_in_bounds(shape: &[usize]) -> bool {
+    shape
+        .iter()
+        .try_fold(1u64, |a, &d| a.checked_mul((d as u64).max(1)))
+        .is_some_and(|n| n <= MAX_NOMINAL_ELEMENTS)
+}

@@ -2,7 +2,7 @@
 // disposal and the GPU kernel, in headless Chromium.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { cpSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, cpSync, ftruncateSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { harness, ORT_BASE, OUT, ROOT, start, TINY } from "./lib.mjs";
 
@@ -365,6 +365,54 @@ test("cpu backend: a graph it does not compute, and models too large for the was
   // fetched theirs, so the count sees the engine's fetches).
   assert.deepEqual(r.fetched.catalog, ["models-huge.json"]);
   assert.ok(r.fetched.declared.includes("model.onnx.data"), r.fetched.declared.join());
+  assert.deepEqual(r.after, ["cpu", 2]);
+});
+
+test("a directory load is refused from each file's content-length before its body is read: weights the cpu backend cannot hold, a side file over its limit; the page then loads and scores", async () => {
+  // The tiny model's files, with one replaced by a sparse file: it costs no
+  // disk, and downloading it would cost its size.
+  const make = (name, file, bytes) => {
+    const dir = join(OUT, name);
+    cpSync(join(ROOT, "models", TINY), dir, { recursive: true });
+    const fd = openSync(join(dir, file), "w");
+    ftruncateSync(fd, bytes);
+    closeSync(fd);
+  };
+  make("dir-huge-weights", "model.onnx.data", 2 ** 31);
+  make("dir-huge-tokenizer", "tokenizer.json", 2 ** 30);
+  const r = await inPage(async ({ Engine }, { tiny }) => {
+    const out = {};
+    for (const name of ["dir-huge-weights", "dir-huge-tokenizer"]) {
+      const loaded = {};
+      const t = performance.now();
+      try {
+        await Engine.load(`/target/browser/${name}/`, {
+          backend: "cpu",
+          onProgress: (p) => { loaded[p.file] = p.loaded; },
+        });
+        out[name] = { loaded: "loaded" };
+      } catch (e) {
+        out[name] = { message: e.message, code: e.code, field: e.field, limit: e.limit, loaded, ms: performance.now() - t };
+      }
+    }
+    const e = await Engine.load(`/models/${tiny}/`, { backend: "cpu" });
+    const s = await e.prefill({ evidence: "The lamp in the hall is red." });
+    const d = await s.score({ id: "c", question: "What colour is the lamp?", options: [{ id: "red", description: "Red" }, { id: "blue", description: "Blue" }] });
+    out.after = [e.info().backend, d.probs.length];
+    await s.dispose();
+    await e.dispose();
+    return out;
+  }, { tiny: TINY });
+  const w = r["dir-huge-weights"], k = r["dir-huge-tokenizer"];
+  assert.equal(w.code, "model_too_large", JSON.stringify(w));
+  assert.equal(w.limit, 3 * 2 ** 30);
+  assert.match(w.message, /the model needs \d+ bytes to load/);
+  // Nothing of the 2 GiB arrived: refused from its header.
+  assert.ok(!(w.loaded.external_data > 0), JSON.stringify(w.loaded));
+  assert.equal(k.code, "too_large", JSON.stringify(k));
+  assert.equal(k.field, "tokenizer.json");
+  assert.equal(k.limit, 64 * 2 ** 20);
+  assert.ok(!(k.loaded.tokenizer > 0), JSON.stringify(k.loaded));
   assert.deepEqual(r.after, ["cpu", 2]);
 });
 

@@ -84,6 +84,14 @@ pub fn tensor_value(t: &TensorProto, external: &External<'_>) -> Result<Value, K
         .iter()
         .map(|&d| usize::try_from(d).map_err(|_| init_err(name, format!("dim {d}"))))
         .collect::<Result<_, _>>()?;
+    // The file's dims, checked before their product is taken: an empty
+    // tensor may claim any dims, and ops would allocate by them.
+    if !crate::kernels::tensor::shape_in_bounds(&shape) {
+        return Err(init_err(
+            name,
+            format!("dims {shape:?} span more than 2^31 elements"),
+        ));
+    }
     let n: usize = shape.iter().product();
     let raw = raw_bytes(t, external)?;
     let dt = t.data_type.unwrap_or(0);

@@ -69,6 +69,11 @@ fn broadcast(a: &[usize], b: &[usize]) -> Result<Vec<usize>, OpError> {
             }
         };
     }
+    if !crate::kernels::tensor::shape_in_bounds(&out) {
+        return Err(OpError::Nominal {
+            shape: out.iter().map(|&d| d as u64).collect(),
+        });
+    }
     Ok(out)
 }
 

@@ -46,9 +46,15 @@ pub fn reshape(x: &Value, spec: &Value) -> OpResult {
                 infer = Some(i);
                 shape.push(1);
             }
-            d if d > 0 => shape.push(d as usize),
+            d if d > 0 => shape.push(usize::try_from(d).map_err(|_| refuse())?),
             _ => return Err(refuse()),
         }
+    }
+    // Checked before any product: a spec's dims are the file's numbers.
+    if !crate::kernels::tensor::shape_in_bounds(&shape) {
+        return Err(OpError::Nominal {
+            shape: spec.iter().map(|&d| d as u64).collect(),
+        });
     }
     let known: usize = shape.iter().product();
     if let Some(i) = infer {
@@ -73,6 +79,11 @@ pub fn gather(data: &Value, idx: &Value, ax: i64) -> OpResult {
     let mut shape = data.shape[..ax].to_vec();
     shape.extend_from_slice(&idx.shape);
     shape.extend_from_slice(&data.shape[ax + 1..]);
+    if !crate::kernels::tensor::shape_in_bounds(&shape) {
+        return Err(OpError::Nominal {
+            shape: shape.iter().map(|&d| d as u64).collect(),
+        });
+    }
     let pick = |i: i64| -> Result<usize, OpError> {
         let j = if i < 0 { i + dim as i64 } else { i };
         if j < 0 || j >= dim as i64 {
