@@ -44,8 +44,11 @@ pub use crate::core::spec::criteria::{Criterion, OptionSpec, StateSpec};
 pub use crate::core::spec::mode::{
     Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice,
 };
+pub use crate::core::spec::prefix::{Example, PrefixSpec};
 pub use crate::core::{CoreError, ErrorInfo};
-pub use crate::engine::{Engine, EngineError, EngineInfo, ModelAssets, ScoreOptions, StateId};
+pub use crate::engine::{
+    Engine, EngineError, EngineInfo, ModelAssets, PrefixId, ScoreOptions, StateId,
+};
 #[cfg(not(target_arch = "wasm32"))]
 pub use crate::export::ExportError;
 pub use crate::gpu::GpuError;

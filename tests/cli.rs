@@ -618,3 +618,77 @@ fn write_catalog(models: &std::path::Path, out: &std::path::Path) {
             .arg(out),
     );
 }
+
+/// `--prefix`: a state built on a shared prefix scores as the same state
+/// prefilled whole (no examples: the same text), says the prefix's tokens,
+/// and takes worked examples; `evaluate` takes the same prefix as its
+/// fixture's first line. A prefix file over the JSON limit is refused from
+/// its size.
+#[test]
+fn score_and_evaluate_take_a_shared_prefix() {
+    let dir = temp_dir("cli-prefix");
+    let state = &fixture()[0];
+    let path = dir.join("state.json");
+    std::fs::write(&path, serde_json::to_string(state).unwrap()).unwrap();
+    let plain = dir.join("plain.json");
+    std::fs::write(&plain, "{}").unwrap();
+    let whole = score_json(&model_path(Q4), &path, &["--runtime", "own"]);
+    let on = score_json(
+        &model_path(Q4),
+        &path,
+        &["--runtime", "own", "--prefix", plain.to_str().unwrap()],
+    );
+    assert_eq!(probs(&on), probs(&whole));
+    assert_eq!(on["head_tokens"], whole["head_tokens"]);
+    let p = on["prefix_tokens"].as_u64().unwrap();
+    assert!(p > 10 && p < whole["head_tokens"].as_u64().unwrap(), "{p}");
+    let with_examples = serde_json::json!({
+        "instruction": "Judge the evidence.",
+        "examples": [{
+            "evidence": "The invoice of 3 May was paid twice.",
+            "criterion": {"id": "ex", "question": "Was it paid twice?",
+                          "options": [{"id": "yes", "description": "Yes"}, {"id": "no", "description": "No"}]},
+            "answer": "yes"
+        }]
+    });
+    let ex = dir.join("examples.json");
+    std::fs::write(&ex, with_examples.to_string()).unwrap();
+    let v = score_json(&model_path(Q4), &path, &["--prefix", ex.to_str().unwrap(), "--check"]);
+    assert!(v["prefix_tokens"].as_u64().unwrap() > p);
+    assert!(v["check"]["max_abs_dp"].as_f64().unwrap() <= 1e-5, "{}", v["check"]);
+    // evaluate: the prefix as the fixture's first line.
+    let fx = dir.join("fixture.jsonl");
+    let lines: Vec<String> = fixture().iter().take(2).map(|s| serde_json::to_string(s).unwrap()).collect();
+    std::fs::write(
+        &fx,
+        format!("{}\n{}\n", serde_json::json!({ "prefix": with_examples }), lines.join("\n")),
+    )
+    .unwrap();
+    let report = dir.join("report.json");
+    succeed(
+        readout()
+            .args(["--threads", "2", "evaluate"])
+            .arg(&fx)
+            .arg("--model")
+            .arg(model_path(Q4))
+            .arg("--out")
+            .arg(&report),
+    );
+    let r: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    assert_eq!(r["prefix"]["examples"].as_array().unwrap().len(), 1);
+    assert_eq!(r["states"], 2);
+    // A 17 MiB prefix file: refused from its size, named with its limit.
+    let big = dir.join("big.json");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(17 << 20).unwrap();
+    let err = fails(&[
+        os("score"),
+        os("--model"),
+        model_path(Q4).as_os_str(),
+        os("--state"),
+        path.as_os_str(),
+        os("--prefix"),
+        big.as_os_str(),
+    ]);
+    assert!(err.contains("16777216"), "{err}");
+}

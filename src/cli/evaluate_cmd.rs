@@ -13,6 +13,7 @@ use crate::core::read::decision::Decision;
 use crate::core::spec::criteria::parse_states;
 use crate::core::spec::mode::PromptStyle;
 use crate::core::spec::mode::{ReadoutChoice, DEFAULTS_BY_RULE};
+use crate::core::spec::prefix::PrefixSpec;
 use crate::engine::ScoreOptions;
 use crate::model_dir::open_model;
 use crate::model_dir::HostOptions;
@@ -45,7 +46,29 @@ struct EvalReport {
     load_seconds: f64,
     report: Report,
     calibration: Option<Calibration>,
+    /// The shared prefix every state was built on, when there was one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prefix: Option<PrefixSpec>,
     rows: Vec<Row>,
+}
+
+/// The fixture's opening `{"prefix": {...}}` line, if it has one, and the
+/// text of its states after it.
+fn fixture_prefix(text: &str) -> Result<(Option<PrefixSpec>, &str), String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Block {
+        prefix: PrefixSpec,
+    }
+    let trimmed = text.trim_start();
+    let (first, rest) = trimmed.split_once('\n').unwrap_or((trimmed, ""));
+    if !first.contains("\"prefix\"") {
+        return Ok((None, text));
+    }
+    match serde_json::from_str::<Block>(first) {
+        Ok(b) => Ok((Some(b.prefix), rest)),
+        Err(e) => Err(format!("line 1, the fixture's prefix block: {e}")),
+    }
 }
 
 pub fn run(
@@ -53,10 +76,24 @@ pub fn run(
     model: &Path,
     readout: &ReadoutArgs,
     out: Option<PathBuf>,
+    prefix: Option<&Path>,
     opts: &HostOptions,
 ) -> Result<(), CliError> {
     let text = std::fs::read_to_string(fixture).map_err(|e| CliError::file(fixture, e))?;
-    let states = parse_states(&text).map_err(|e| CliError::file(fixture, e))?;
+    // A fixture may open with its rubric: `{"prefix": {...}}` on the first
+    // line, shared by every state (`--prefix FILE` gives one instead).
+    let (block, rest) = fixture_prefix(&text).map_err(|e| CliError::file(fixture, e))?;
+    let prefix = match (prefix, block) {
+        (Some(_), Some(_)) => {
+            return Err(CliError::Usage(format!(
+                "{}: the fixture opens with a prefix and --prefix gives another; give one",
+                fixture.display()
+            )))
+        }
+        (Some(p), None) => Some(super::score_cmd::read_prefix(p)?),
+        (None, b) => b,
+    };
+    let states = parse_states(rest).map_err(|e| CliError::file(fixture, e))?;
     let total: usize = states.iter().map(|s| s.criteria.len()).sum();
     if total == 0 {
         return Err(CliError::Usage(format!(
@@ -118,9 +155,16 @@ pub fn run(
     let mut scored = Vec::new();
     let mut score_ms = 0.0;
     pollster::block_on(async {
+        let shared = match &prefix {
+            Some(p) => Some(engine.prefix(p, readout.head_style()).await?),
+            None => None,
+        };
         for s in &states {
             bar.set_message(s.id.clone());
-            let id = engine.prefill_with(s, readout.head_style()).await?;
+            let id = match shared {
+                Some(p) => engine.prefill_on(p, s).await?,
+                None => engine.prefill_with(s, readout.head_style()).await?,
+            };
             // A state's criteria go together, so a runtime that packs
             // branches runs them (and their rotations) in one pass.
             let decisions = engine.score_all(id, &s.criteria, &so).await?;
@@ -145,6 +189,9 @@ pub fn run(
             }
             engine.dispose(id)?;
         }
+        if let Some(p) = shared {
+            engine.dispose_prefix(p)?;
+        }
         Ok::<(), CliError>(())
     })?;
     bar.finish_and_clear();
@@ -168,6 +215,7 @@ pub fn run(
         load_seconds,
         calibration: calibrate(&scored),
         report: rep,
+        prefix,
         rows,
     };
     let json = serde_json::to_string_pretty(&r).map_err(|e| CliError::file(&out, e))?;

@@ -112,6 +112,11 @@ enum Command {
         /// Also score each criterion by one uncached forward of the same ids and report max |Δp|.
         #[arg(long)]
         check: bool,
+        /// A shared prefix (JSON: `instruction`, `examples`): prefilled once,
+        /// the state's evidence run on its past. The state then gives no
+        /// instruction of its own.
+        #[arg(long)]
+        prefix: Option<PathBuf>,
     },
     /// Evaluate a JSONL fixture: per-family balanced accuracy, ECE, Brier, NLL, order-unstable count.
     Evaluate {
@@ -123,6 +128,10 @@ enum Command {
         /// Where to write the JSON report (default: reports/evaluate-<model>-<fixture>-<mode...>.json).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// A shared prefix (JSON: `instruction`, `examples`) every state is
+        /// built on; a fixture may instead open with a `{"prefix": ...}` line.
+        #[arg(long)]
+        prefix: Option<PathBuf>,
     },
     /// Load a model, run its load-time proofs and print what the engine found.
     Info {
@@ -248,13 +257,23 @@ pub fn main() -> std::process::ExitCode {
             index,
             readout,
             check,
-        } => score_cmd::run(&model, &state, index, &readout, check, &opts),
+            prefix,
+        } => score_cmd::run(
+            &model,
+            &state,
+            index,
+            &readout,
+            check,
+            prefix.as_deref(),
+            &opts,
+        ),
         Command::Evaluate {
             fixture,
             model,
             readout,
             out,
-        } => evaluate_cmd::run(&fixture, &model, &readout, out, &opts),
+            prefix,
+        } => evaluate_cmd::run(&fixture, &model, &readout, out, prefix.as_deref(), &opts),
         Command::Info { model } => info(&model, &opts),
         Command::Inspect { model, rows, json } => surgery_cmd::inspect(&model, rows, json),
         Command::Trim { model, out, force } => {

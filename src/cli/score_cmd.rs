@@ -9,6 +9,7 @@ use crate::cli::CliError;
 use crate::core::read::decision::Decision;
 use crate::core::spec::criteria::{parse_states, StateSpec};
 use crate::core::spec::mode::ReadoutChoice;
+use crate::core::spec::prefix::PrefixSpec;
 
 use crate::model_dir::open_model;
 use crate::model_dir::HostOptions;
@@ -25,6 +26,9 @@ struct Output<'a> {
     model: &'a str,
     state: &'a str,
     head_tokens: usize,
+    /// The tokens of the shared prefix the state was built on (`--prefix`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prefix_tokens: Option<usize>,
     convention: crate::engine::convention::Convention,
     /// What a readout flag left out takes (each decision's `readout` says
     /// what ran), and where that came from: the same as the browser's
@@ -55,21 +59,51 @@ pub fn read_state(path: &Path, index: Option<usize>) -> Result<StateSpec, CliErr
     }
 }
 
+/// A `--prefix` file: one JSON object, refused over the JSON size limit
+/// before it is read.
+pub fn read_prefix(path: &Path) -> Result<PrefixSpec, CliError> {
+    let bytes = std::fs::metadata(path)
+        .map_err(|e| CliError::file(path, e))?
+        .len();
+    crate::core::spec::input_limits::check_size(
+        &path.display().to_string(),
+        bytes,
+        crate::core::spec::input_limits::MAX_JSON_BYTES,
+        "bytes",
+        "a prefix is an instruction and a few worked examples",
+    )
+    .map_err(|e| CliError::Engine(e.into()))?;
+    let text = std::fs::read_to_string(path).map_err(|e| CliError::file(path, e))?;
+    PrefixSpec::parse(&text).map_err(|e| CliError::file(path, e))
+}
+
 pub fn run(
     model: &Path,
     state_path: &Path,
     index: Option<usize>,
     readout: &ReadoutArgs,
     check: bool,
+    prefix: Option<&Path>,
     opts: &HostOptions,
 ) -> Result<(), CliError> {
     let state = read_state(state_path, index)?;
+    let prefix = prefix.map(read_prefix).transpose()?;
     let mut engine = open_model(model, opts, crate::model_dir::entry_readout(model)?)?;
     let defaults = engine.readout_defaults();
     let readout = readout.over(defaults);
     let so = readout.score_options();
     pollster::block_on(async {
-        let id = engine.prefill_with(&state, readout.head_style()).await?;
+        let (id, prefix) = match &prefix {
+            Some(spec) => {
+                let p = engine.prefix(spec, readout.head_style()).await?;
+                (engine.prefill_on(p, &state).await?, Some(p))
+            }
+            None => (
+                engine.prefill_with(&state, readout.head_style()).await?,
+                None,
+            ),
+        };
+        let prefix_tokens = prefix.map(|p| engine.prefix_tokens(p)).transpose()?;
         let decisions = engine.score_all(id, &state.criteria, &so).await?;
         let check = if check {
             let mut max_abs_dp: f64 = 0.0;
@@ -94,6 +128,7 @@ pub fn run(
             model: &engine.info().model_id,
             state: &state.id,
             head_tokens: engine.head_tokens(id)?,
+            prefix_tokens,
             convention: engine.convention(),
             readout_defaults: defaults,
             readout_defaults_from: engine.readout_defaults_from().to_string(),
@@ -102,6 +137,9 @@ pub fn run(
         };
         println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
         engine.dispose(id)?;
+        if let Some(p) = prefix {
+            engine.dispose_prefix(p)?;
+        }
         Ok(())
     })
 }

@@ -9,7 +9,7 @@ use crate::core::spec::criteria::Criterion;
 use crate::core::spec::mode::{Calibration, Mode, PromptStyle};
 use crate::core::text::chat_template::ChatTemplate;
 use crate::core::text::prompt::{
-    render_head, render_option, render_question, render_suffix, CONTENT_FREE_EVIDENCE,
+    head_after, render_option, render_question, render_suffix, CONTENT_FREE_EVIDENCE,
 };
 use crate::core::CoreError;
 use crate::runtime::{ReadSpec, Runtime};
@@ -18,9 +18,13 @@ use crate::runtime::{ReadSpec, Runtime};
 /// content-free twin) are rendered the same way.
 #[derive(Debug, Clone)]
 pub(super) struct HeadText {
-    /// The instruction the head carries: the state's own, or the default of
-    /// the mode it was prefilled for.
-    pub instruction: String,
+    /// The body before the evidence (`render_before`): the instruction (the
+    /// state's own, or the default of the mode it was prefilled for) and
+    /// any worked examples of the prefix it was built on. Its content-free
+    /// twin puts `N/A` after the same text.
+    pub before: String,
+    /// The evidence, as the body holds it (what `extend` appends to).
+    pub evidence: String,
     /// The plain contract's head text (`render_head`).
     pub body: String,
     pub prompt: PromptStyle,
@@ -31,7 +35,7 @@ fn baseline_key(head: &HeadText, mode: Mode, c: &Criterion, order: Option<&[usiz
     let mut k = format!(
         "{}\u{0}{}\u{0}{}\u{0}{}",
         head.prompt.name(),
-        head.instruction,
+        head.before,
         mode.name(),
         c.question
     );
@@ -303,8 +307,9 @@ impl<R: Runtime> Engine<R> {
             return Ok(());
         }
         let cf = HeadText {
-            instruction: head.instruction.clone(),
-            body: render_head(Some(&head.instruction), CONTENT_FREE_EVIDENCE),
+            before: head.before.clone(),
+            evidence: CONTENT_FREE_EVIDENCE.to_string(),
+            body: head_after(&head.before, CONTENT_FREE_EVIDENCE),
             prompt: head.prompt,
         };
         let cf_ids = self

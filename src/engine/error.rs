@@ -25,6 +25,13 @@ pub enum EngineError {
     Proof(String),
     #[error("state {0}: no such state (it was disposed, or never prefilled on this engine)")]
     UnknownState(u64),
+    #[error("prefix {0}: no such prefix (it was disposed, or never made on this engine)")]
+    UnknownPrefix(u64),
+    #[error("prefix {prefix}: {children} state(s) built on it are live; dispose them first")]
+    PrefixInUse { prefix: u64, children: usize },
+    /// The ids already computed are not a prefix of the whole rendering's.
+    #[error("{what}: the text so far does not end on a token boundary (its ids and the whole rendering's part at token {at}); start the new text with a space or a newline, or prefill the state whole")]
+    TokenBoundary { what: &'static str, at: usize },
     #[error("mode {mode} reads a log-probability at every option token's row, and model {model} is a {graph} graph that returns only the last row's letters; load the stock graph for {mode}, or use mode letters")]
     ModeNeedsStockGraph {
         mode: &'static str,
@@ -67,6 +74,11 @@ impl EngineError {
             Self::OutsideRoot { role, .. } => I::new("outside_root").field(role.clone()),
             Self::Proof(_) => I::new("proof"),
             Self::UnknownState(_) => I::new("unknown_state").field("state"),
+            Self::UnknownPrefix(_) => I::new("unknown_prefix").field("prefix"),
+            Self::PrefixInUse { children, .. } => {
+                I::new("prefix_in_use").field("prefix").limit(*children)
+            }
+            Self::TokenBoundary { what, at } => I::new("token_boundary").field(*what).limit(*at),
             Self::ModeNeedsStockGraph { .. } => I::new("mode_needs_stock_graph").field("mode"),
             Self::InvalidOption { field, .. } => I::new("invalid_option").field(*field),
             Self::LetterNotKept { .. } => I::new("letter_not_kept").field("options"),

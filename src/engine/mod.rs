@@ -8,6 +8,7 @@ pub mod convention;
 mod error;
 pub mod letter_ids;
 mod letters;
+mod prefixes;
 pub mod proof;
 mod score;
 mod states;
@@ -17,6 +18,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 pub use error::EngineError;
+pub use prefixes::PrefixId;
 
 use self::cloze::HeadText;
 use self::convention::Convention;
@@ -37,7 +39,7 @@ use crate::core::spec::mode::{
     Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice, DEFAULTS_BY_RULE,
 };
 use crate::core::text::chat_template::ChatTemplate;
-use crate::core::text::prompt::{default_instruction, render_head, render_suffix};
+use crate::core::text::prompt::{default_instruction, head_after, render_before, render_suffix};
 use crate::core::text::tokenizer::TextTokenizer;
 use crate::core::CoreError;
 use crate::runtime::{ReadSpec, RowRead, Runtime, Signature};
@@ -87,6 +89,8 @@ struct LiveState<K> {
     kv: K,
     head_ids: Vec<u32>,
     head: HeadText,
+    /// The shared prefix it was built on, which stays until it is disposed.
+    parent: Option<PrefixId>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -123,6 +127,8 @@ pub struct Engine<R: Runtime> {
     proof: ProofReport,
     states: BTreeMap<StateId, LiveState<R::Kv>>,
     next_state: u64,
+    prefixes: BTreeMap<PrefixId, prefixes::LivePrefix<R::Kv>>,
+    next_prefix: u64,
     /// The model's chat template, or why `prompt: "chat"` cannot be served.
     chat: Result<ChatTemplate, CoreError>,
     baselines: BaselineCache,
@@ -179,6 +185,8 @@ impl<R: Runtime> Engine<R> {
             proof,
             states: BTreeMap::new(),
             next_state: 1,
+            prefixes: BTreeMap::new(),
+            next_prefix: 1,
             chat,
             baselines: BaselineCache::new(BASELINE_CACHE_CAPACITY),
             baselines_computed: 0,

@@ -21,20 +21,9 @@ impl<R: Runtime> Engine<R> {
         Ok(())
     }
 
-    /// Runs the head once, in the plain prompt for letters, and keeps its KV.
-    pub async fn prefill(&mut self, state: &StateSpec) -> Result<StateId, EngineError> {
-        self.prefill_with(state, HeadStyle::default()).await
-    }
-
-    /// Runs the head once in `style` and keeps its KV; every criterion
-    /// scored against the state is rendered the same way. A state without an
-    /// instruction gets the default of `style.mode`; it can still be scored
-    /// in the other mode.
-    pub async fn prefill_with(
-        &mut self,
-        state: &StateSpec,
-        style: HeadStyle,
-    ) -> Result<StateId, EngineError> {
+    /// Refuses evidence that is empty, or surely longer than the context
+    /// (counted from its first pieces, before it is tokenised in full).
+    pub(super) fn check_evidence(&self, state: &StateSpec) -> Result<(), EngineError> {
         // The instruction alone would still tokenise to something: check the
         // evidence itself, or an empty state is scored as if it said nothing.
         if state.evidence.trim().is_empty() {
@@ -56,14 +45,34 @@ impl<R: Runtime> Engine<R> {
             }
             .into());
         }
+        Ok(())
+    }
+
+    /// Runs the head once, in the plain prompt for letters, and keeps its KV.
+    pub async fn prefill(&mut self, state: &StateSpec) -> Result<StateId, EngineError> {
+        self.prefill_with(state, HeadStyle::default()).await
+    }
+
+    /// Runs the head once in `style` and keeps its KV; every criterion
+    /// scored against the state is rendered the same way. A state without an
+    /// instruction gets the default of `style.mode`; it can still be scored
+    /// in the other mode.
+    pub async fn prefill_with(
+        &mut self,
+        state: &StateSpec,
+        style: HeadStyle,
+    ) -> Result<StateId, EngineError> {
+        self.check_evidence(state)?;
         let prompt = style.prompt;
         let instruction = state
             .instruction
             .clone()
             .unwrap_or_else(|| default_instruction(style.mode).to_string());
+        let before = render_before(Some(&instruction), "");
         let head = HeadText {
-            body: render_head(Some(&instruction), &state.evidence),
-            instruction,
+            body: head_after(&before, &state.evidence),
+            before,
+            evidence: state.evidence.clone(),
             prompt,
         };
         let head_ids = self
@@ -97,7 +106,15 @@ impl<R: Runtime> Engine<R> {
         .await?;
         let id = StateId(self.next_state);
         self.next_state += 1;
-        self.states.insert(id, LiveState { kv, head_ids, head });
+        self.states.insert(
+            id,
+            LiveState {
+                kv,
+                head_ids,
+                head,
+                parent: None,
+            },
+        );
         Ok(id)
     }
 
@@ -113,7 +130,8 @@ impl<R: Runtime> Engine<R> {
         }
         // Raw ids have no text: read through `read_ids`, not scored.
         let head = HeadText {
-            instruction: String::new(),
+            before: String::new(),
+            evidence: String::new(),
             body: String::new(),
             prompt: PromptStyle::Plain,
         };
@@ -177,14 +195,20 @@ impl<R: Runtime> Engine<R> {
             .states
             .remove(&id)
             .ok_or(EngineError::UnknownState(id.0))?;
+        if let Some(p) = s.parent.and_then(|p| self.prefixes.get_mut(&p)) {
+            p.children -= 1;
+        }
         self.runtime.release(s.kv);
         Ok(())
     }
 
-    /// Releases every state's KV (the engine stays usable).
+    /// Releases every state's KV, then every prefix's (the engine stays usable).
     pub fn dispose_all(&mut self) {
         for (_, s) in std::mem::take(&mut self.states) {
             self.runtime.release(s.kv);
+        }
+        for (_, p) in std::mem::take(&mut self.prefixes) {
+            self.runtime.release(p.kv);
         }
     }
 

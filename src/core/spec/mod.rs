@@ -5,4 +5,5 @@ pub mod criteria;
 pub mod input_limits;
 pub mod mode;
 pub mod option_limits;
+pub mod prefix;
 pub mod thread_policy;

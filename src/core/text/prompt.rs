@@ -38,8 +38,38 @@ pub fn letter(index: usize) -> char {
 
 /// `INSTRUCTION + evidence`: prefilled once per state.
 pub fn render_head(instruction: Option<&str>, evidence: &str) -> String {
+    head_after(&render_before(instruction, ""), evidence)
+}
+
+/// What a head holds before its evidence: the instruction, then any worked
+/// examples (`render_examples`), then the evidence's label. A shared prefix
+/// is exactly this text.
+pub fn render_before(instruction: Option<&str>, examples: &str) -> String {
     let instruction = instruction.unwrap_or(DEFAULT_INSTRUCTION);
-    format!("{instruction}\n\nEvidence:\n{evidence}\n")
+    format!("{instruction}\n\n{examples}Evidence:\n")
+}
+
+/// A head: the text before the evidence, then the evidence and its newline.
+pub fn head_after(before: &str, evidence: &str) -> String {
+    format!("{before}{evidence}\n")
+}
+
+/// One worked example in `mode`'s own format: its evidence, its criterion
+/// as the readout shows it, and the answer the readout would read (the
+/// letter after `Answer:`, or the option's text for cloze), then a blank line.
+pub fn render_example(mode: Mode, evidence: &str, criterion: &Criterion, answer: usize) -> String {
+    let read = match mode {
+        Mode::Letters => {
+            let order: Vec<usize> = (0..criterion.options.len()).collect();
+            format!("{} {}", render_suffix(criterion, &order), letter(answer))
+        }
+        Mode::Cloze => format!(
+            "{}{}",
+            render_question(criterion),
+            render_option(&criterion.options[answer].description)
+        ),
+    };
+    format!("Evidence:\n{evidence}\n{read}\n\n")
 }
 
 /// The suffix for one criterion, with its options shown in `order`
