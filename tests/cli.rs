@@ -653,15 +653,31 @@ fn score_and_evaluate_take_a_shared_prefix() {
     });
     let ex = dir.join("examples.json");
     std::fs::write(&ex, with_examples.to_string()).unwrap();
-    let v = score_json(&model_path(Q4), &path, &["--prefix", ex.to_str().unwrap(), "--check"]);
+    let v = score_json(
+        &model_path(Q4),
+        &path,
+        &["--prefix", ex.to_str().unwrap(), "--check"],
+    );
     assert!(v["prefix_tokens"].as_u64().unwrap() > p);
-    assert!(v["check"]["max_abs_dp"].as_f64().unwrap() <= 1e-5, "{}", v["check"]);
+    assert!(
+        v["check"]["max_abs_dp"].as_f64().unwrap() <= 1e-5,
+        "{}",
+        v["check"]
+    );
     // evaluate: the prefix as the fixture's first line.
     let fx = dir.join("fixture.jsonl");
-    let lines: Vec<String> = fixture().iter().take(2).map(|s| serde_json::to_string(s).unwrap()).collect();
+    let lines: Vec<String> = fixture()
+        .iter()
+        .take(2)
+        .map(|s| serde_json::to_string(s).unwrap())
+        .collect();
     std::fs::write(
         &fx,
-        format!("{}\n{}\n", serde_json::json!({ "prefix": with_examples }), lines.join("\n")),
+        format!(
+            "{}\n{}\n",
+            serde_json::json!({ "prefix": with_examples }),
+            lines.join("\n")
+        ),
     )
     .unwrap();
     let report = dir.join("report.json");

@@ -15,14 +15,21 @@ if (process.argv[2] === "--table") {
   const s = JSON.parse(readFileSync(file, "utf8"));
   const f = (x, d = 3) => (x == null ? "unbounded" : x.toFixed(d));
   console.log(`${s.model}, ${s.criteria} criteria of \`${s.fixture}\`, ${s.runtime}; source \`bench/results/${basename(file)}\` (\`${COMMAND}\`).\n`);
-  console.log("| mode | calibration | prompt | accuracy | mean family bal. acc. | ECE | NLL | ms / criterion | max picked/gold | picked A/B/C/D | gold A/B/C/D |");
-  console.log("|---|---|---|---|---|---|---|---|---|---|---|");
+  // Runs with worked examples (spec §14) add the count and the weakest
+  // family, which their goal is stated in.
+  const ex = s.rows.some((r) => r.examples);
+  const head = ex ? "| examples | mode | calibration | prompt | accuracy | mean family bal. acc. | weakest family | ECE | NLL | ms / criterion | max picked/gold | picked A/B/C/D | gold A/B/C/D |" : "| mode | calibration | prompt | accuracy | mean family bal. acc. | ECE | NLL | ms / criterion | max picked/gold | picked A/B/C/D | gold A/B/C/D |";
+  console.log(head);
+  console.log(head.replace(/[^|]+/g, "---"));
   for (const r of s.rows) {
     const mode = r.mode === "cloze" ? `cloze · ${r.cloze_score}` : "letters";
     const share = (v) => v.slice(0, 4).map((x) => x.toFixed(2)).join(" / ");
-    const best = r === s.rows.find((x) => x.mode === s.best.mode && x.cloze_score === s.best.cloze_score && x.calibration === s.best.calibration && x.prompt === s.best.prompt);
+    const best = r === s.rows.find((x) => x.mode === s.best.mode && x.cloze_score === s.best.cloze_score && x.calibration === s.best.calibration && x.prompt === s.best.prompt && (x.examples ?? 0) === (s.best.examples ?? 0));
     const b = (t) => (best ? `**${t}**` : t);
-    console.log(`| ${b(mode)} | ${r.calibration} | ${r.prompt} | ${b(f(r.accuracy))} | ${b(f(r.mean_family_balanced_accuracy))} | ${f(r.ece)} | ${f(r.nll)} | ${f(r.ms_per_criterion, 0)} | ${f(r.max_pick_over_gold, 2)} | ${share(r.picked_by_position)} | ${share(r.gold_by_position)} |`);
+    const weakest = Object.entries(r.families).reduce((a, e) => (e[1] < a[1] ? e : a));
+    const lead = ex ? `| ${b(r.examples ?? 0)} ` : "";
+    const mid = ex ? ` ${weakest[0]} ${f(weakest[1], 2)} |` : "";
+    console.log(`${lead}| ${b(mode)} | ${r.calibration} | ${r.prompt} | ${b(f(r.accuracy))} | ${b(f(r.mean_family_balanced_accuracy))} |${mid} ${f(r.ece)} | ${f(r.nll)} | ${f(r.ms_per_criterion, 0)} | ${f(r.max_pick_over_gold, 2)} | ${share(r.picked_by_position)} | ${share(r.gold_by_position)} |`);
   }
   process.exit(0);
 }
@@ -35,6 +42,7 @@ const rows = reports
     cloze_score: r.options.mode === "cloze" ? r.options.cloze_score : null,
     calibration: r.options.calibration,
     prompt: r.prompt,
+    examples: r.prefix?.examples?.length ?? 0,
     accuracy: r.report.overall.accuracy,
     mean_family_balanced_accuracy: r.report.mean_family_balanced_accuracy,
     ece: r.report.overall.ece,

@@ -109,6 +109,17 @@ pub(super) fn fixture_from_js<T: serde::de::DeserializeOwned>(
     drop_nulls(&mut value);
     match (what, &value) {
         ("state", _) => check_fields(&value),
+        // A prefix's worked examples each carry a criterion: checked as one.
+        ("prefix", _) => value
+            .get("examples")
+            .and_then(serde_json::Value::as_array)
+            .map_or(Ok(()), |xs| {
+                xs.iter().enumerate().try_for_each(|(i, x)| {
+                    x.get("criterion").map_or(Ok(()), |c| {
+                        check_criterion(c, &format!("examples[{i}].criterion"))
+                    })
+                })
+            }),
         ("criteria", serde_json::Value::Array(cs)) => cs
             .iter()
             .enumerate()

@@ -50,7 +50,12 @@ impl Engine {
                     Ok((id, e.head_tokens(id)?))
                 })
                 .await?;
-            Ok(State { shared, id, tokens }.into())
+            Ok(State {
+                shared,
+                id,
+                tokens: std::rc::Rc::new(std::cell::Cell::new(tokens)),
+            }
+            .into())
         })
     }
 

@@ -42,7 +42,8 @@ use crate::core::model::backend_choice::Requested;
 use crate::core::read::debias::Debias;
 use crate::core::spec::criteria::{Criterion, StateSpec};
 use crate::core::spec::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
-use crate::engine::{EngineInfo, ScoreOptions, StateId};
+use crate::core::spec::prefix::PrefixSpec;
+use crate::engine::{EngineInfo, PrefixId, ScoreOptions, StateId};
 use crate::platform::js::get;
 use load::WebEngine;
 
@@ -173,7 +174,39 @@ impl Engine {
                     Ok((id, e.head_tokens(id)?))
                 })
                 .await?;
-            Ok(State { shared, id, tokens }.into())
+            Ok(State {
+                shared,
+                id,
+                tokens: Rc::new(Cell::new(tokens)),
+            }
+            .into())
+        })
+    }
+
+    /// Prefills a shared prefix (a rubric's instruction and worked
+    /// examples) once; states built on it run only their evidence.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Prefix>")]
+    pub fn prefix(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "PrefixInput")] spec: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "PrefillOptions")] options: JsValue,
+    ) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let spec: PrefixSpec = fixture_from_js(spec, "prefix")?;
+            let (prompt, mode) = prefill_options(&options)?;
+            let (id, tokens) = shared
+                .with(async |e| {
+                    let d = e.readout_defaults();
+                    let style = HeadStyle {
+                        prompt: prompt.unwrap_or(d.prompt),
+                        mode: mode.unwrap_or(d.mode),
+                    };
+                    let id = e.prefix(&spec, style).await?;
+                    Ok((id, e.prefix_tokens(id)?))
+                })
+                .await?;
+            Ok(Prefix { shared, id, tokens }.into())
         })
     }
 
@@ -235,20 +268,94 @@ impl Engine {
     }
 }
 
+/// A prefilled shared prefix: states built on it share its past.
+#[wasm_bindgen]
+pub struct Prefix {
+    shared: Rc<Shared>,
+    id: PrefixId,
+    tokens: usize,
+}
+
+#[wasm_bindgen]
+impl Prefix {
+    /// Tokens of the prefix (instruction and worked examples).
+    #[wasm_bindgen(getter)]
+    pub fn tokens(&self) -> usize {
+        self.tokens
+    }
+
+    /// A state whose head is this prefix then `state`'s evidence; only the
+    /// evidence is run. The state gives no instruction of its own.
+    #[wasm_bindgen(unchecked_return_type = "Promise<State>")]
+    pub fn prefill(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "StateInput")] state: JsValue,
+    ) -> Promise {
+        let (shared, prefix) = (self.shared.clone(), self.id);
+        future_to_promise(async move {
+            let spec: StateSpec = fixture_from_js(state, "state")?;
+            let (id, tokens) = shared
+                .with(async |e| {
+                    let id = e.prefill_on(prefix, &spec).await?;
+                    Ok((id, e.head_tokens(id)?))
+                })
+                .await?;
+            Ok(State {
+                shared,
+                id,
+                tokens: Rc::new(Cell::new(tokens)),
+            }
+            .into())
+        })
+    }
+
+    /// Releases the prefix's KV; refused while states built on it live.
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn dispose(&self) -> Promise {
+        let (shared, id) = (self.shared.clone(), self.id);
+        future_to_promise(async move {
+            shared.with(async |e| e.dispose_prefix(id)).await?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+}
+
 /// A prefilled state: criteria are scored against its cached KV.
 #[wasm_bindgen]
 pub struct State {
     shared: Rc<Shared>,
     id: StateId,
-    tokens: usize,
+    tokens: Rc<Cell<usize>>,
 }
 
 #[wasm_bindgen]
 impl State {
-    /// Tokens of the prefilled head (instruction + evidence).
+    /// Tokens of the prefilled head (instruction + evidence), as it has grown.
     #[wasm_bindgen(getter)]
     pub fn tokens(&self) -> usize {
-        self.tokens
+        self.tokens.get()
+    }
+
+    /// Appends `text` to the evidence as a new line; only its tokens are run.
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn extend(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
+    ) -> Promise {
+        let (shared, id, tokens) = (self.shared.clone(), self.id, self.tokens.clone());
+        future_to_promise(async move {
+            let text = text
+                .as_string()
+                .ok_or_else(|| refuse("text: must be a string", "invalid_input", "text"))?;
+            let n = shared
+                .with(async |e| {
+                    e.extend(id, &text).await?;
+                    e.head_tokens(id)
+                })
+                .await?;
+            tokens.set(n);
+            Ok(JsValue::UNDEFINED)
+        })
     }
 
     #[wasm_bindgen(unchecked_return_type = "Promise<Decision>")]

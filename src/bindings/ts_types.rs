@@ -30,6 +30,10 @@ export interface LoadOptions {
   allowAbsoluteUrls?: boolean;
 }
 export interface StateInput { id?: string; instruction?: string; evidence: string; }
+/** A worked example: a criterion answered (`answer`: an option id) over its own evidence. */
+export interface ExampleInput { evidence: string; criterion: CriterionInput; answer: string; }
+/** A shared prefix: the instruction (the mode's default when absent) and worked examples. */
+export interface PrefixInput { instruction?: string; examples?: ExampleInput[]; }
 export interface OptionInput { id: string; description: string; }
 export interface CriterionInput { id: string; family?: string; question: string; options: OptionInput[]; answer?: string; }
 /** Unset fields take the model's default (models.json `readout`; else letters, plain). */

@@ -16,11 +16,12 @@ function readoutBin() {
   return bin;
 }
 
-/** The native engine's decisions on the fixture (readout evaluate). */
-export function nativeDecisions(model, args = []) {
+/** The native engine's decisions on the fixture (readout evaluate), or on `fixturePath`. */
+export function nativeDecisions(model, args = [], fixturePath = "tests/fixtures/authored.jsonl") {
   mkdirSync(OUT, { recursive: true });
-  const out = join(OUT, `native-${model}${args.map((a) => a.replace(/^--/, "-")).join("")}.json`);
-  execFileSync(readoutBin(), ["evaluate", "tests/fixtures/authored.jsonl", "--model", `models/${model}`, "--threads", "2", "--out", out, ...args], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
+  const tag = fixturePath.split("/").pop().replace(/\.jsonl$/, "");
+  const out = join(OUT, `native-${model}-${tag}${args.map((a) => a.replace(/^--/, "-")).join("")}.json`);
+  execFileSync(readoutBin(), ["evaluate", fixturePath, "--model", `models/${model}`, "--threads", "2", "--out", out, ...args], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
   const rep = JSON.parse(readFileSync(out, "utf8"));
   return new Map(rep.rows.map((r) => [`${r.state}/${r.decision.id}`, r.decision]));
 }

@@ -1,7 +1,7 @@
 // The package's types, checked by `tsc -p tests/types` in the test command:
 // what a TypeScript user writes must compile, and each `@ts-expect-error`
 // line must stay an error (a misspelt option, a wrong value, a wrong type).
-import init, { Engine, State, defaultThreads, limits } from "../../pkg/readout.js";
+import init, { Engine, Prefix, State, defaultThreads, limits } from "../../pkg/readout.js";
 import * as pkg from "../../pkg/readout.js";
 import type { Decision, EngineInfo, Limits, ReadoutError, ScoreOptions } from "../../pkg/readout.js";
 import * as threaded from "../../pkg/threads/readout.js";
@@ -36,6 +36,19 @@ export async function usage(): Promise<number> {
   const info: EngineInfo = engine.info();
   const state: State = await engine.prefill({ evidence: "The invoice was paid on 3 March." });
   const chat: State = await engine.prefill({ instruction: "Judge.", evidence: "x" }, { prompt: "chat", mode: "cloze" });
+  // A shared prefix with a worked example; a state on it, grown by a line.
+  const rubric: Prefix = await engine.prefix(
+    {
+      instruction: "Judge.",
+      examples: [{ evidence: "Paid in cash.", criterion: { id: "e", question: "Paid?", options: [{ id: "yes", description: "Yes" }, { id: "no", description: "No" }] }, answer: "yes" }],
+    },
+    { mode: "cloze" },
+  );
+  const onRubric: State = await rubric.prefill({ evidence: "The invoice is overdue." });
+  await onRubric.extend("A reminder was sent on 4 March.");
+  const grown: number = onRubric.tokens + rubric.tokens;
+  await onRubric.dispose();
+  await rubric.dispose();
   const criterion = {
     id: "paid",
     question: "Was the invoice paid?",
@@ -63,7 +76,7 @@ export async function usage(): Promise<number> {
   await chat.dispose();
   await plain.dispose();
   await engine.dispose();
-  return p + mass + info.runLimit + state.tokens + most + l.sweep.suffixLengths.length;
+  return p + mass + grown + info.runLimit + state.tokens + most + l.sweep.suffixLengths.length;
 }
 
 export async function misuse(engine: Engine, state: State): Promise<void> {
@@ -76,6 +89,10 @@ export async function misuse(engine: Engine, state: State): Promise<void> {
   (await state.score(c)).allowed_mass;
   // @ts-expect-error: evidence is required
   await engine.prefill({ instruction: "x" });
+  // @ts-expect-error: an example names its answer
+  await engine.prefix({ examples: [{ evidence: "x", criterion: c }] });
+  // @ts-expect-error: a state's growth is text
+  await state.extend(["x"]);
   // @ts-expect-error: prompt is "plain" or "chat"
   await engine.prefill({ evidence: "x" }, { prompt: "jinja" });
   // @ts-expect-error: a backend by name only
