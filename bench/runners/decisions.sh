@@ -70,5 +70,5 @@ for c in "${combos[@]}"; do
   tail -3 "$work/$i.txt" >&2
 done
 # In the order run (1.json .. 12.json), not the shell's lexical order.
-node bench/runners/decisions_summary.mjs "$fixture" "$out" $(ls "$work"/*.json | sort -V)
+node bench/runners/decisions_summary.mjs "$fixture" "$out" $(ls "$work"/[0-9]*.json | sort -V)
 echo "decisions: wrote $out" >&2

@@ -14,7 +14,8 @@ if (process.argv[2] === "--table") {
   const file = process.argv[3];
   const s = JSON.parse(readFileSync(file, "utf8"));
   const f = (x, d = 3) => (x == null ? "unbounded" : x.toFixed(d));
-  console.log(`${s.model}, ${s.criteria} criteria of \`${s.fixture}\`, ${s.runtime}; source \`bench/results/${basename(file)}\` (\`${COMMAND}\`).\n`);
+  const how = s.examples_file ? `EXAMPLES=${s.examples_file} ${COMMAND}` : COMMAND;
+  console.log(`${s.model}, ${s.criteria} criteria of \`${s.fixture}\`, ${s.runtime}; source \`bench/results/${basename(file)}\` (\`${how}\`).\n`);
   // Runs with worked examples (spec §14) add the count and the weakest
   // family, which their goal is stated in.
   const ex = s.rows.some((r) => r.examples);
@@ -65,6 +66,8 @@ writeFileSync(
     {
       what: "readout evaluate over every readout combination, one run, one machine",
       command: COMMAND,
+      // The worked examples' file (decisions.sh's EXAMPLES), when there were any.
+      ...(process.env.EXAMPLES ? { examples_file: process.env.EXAMPLES } : {}),
       model: first.model,
       runtime: first.runtime,
       fixture,
