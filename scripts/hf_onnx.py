@@ -15,6 +15,12 @@ the root, graphs under onnx/), which the engine opens as it is:
 
     bash scripts/setup.sh --hf && .venv-hf/bin/python scripts/hf_onnx.py [--out DIR]
 
+`--tiny` runs the same three steps on the tiny test model's random weights
+(scripts/build_models.py's qwen3-tiny-random, seed 0) into
+models/hf-qwen3-tiny-random, keeping Optimum's float32 export as
+onnx/model.onnx: the test command's check of this conversion
+(tests/hf_layout.rs).
+
 It runs in its own venv (scripts/setup.sh --hf): optimum-onnx pins a
 transformers older than the builder's. Skipped when the folder is complete.
 """
@@ -48,9 +54,11 @@ def gguf_path():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=os.path.join(ROOT, "models", "hf-smollm2-135m-instruct"))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--tiny", action="store_true", help="the tiny random test model instead of SmolLM2")
     a = ap.parse_args()
-    out = os.path.abspath(a.out)
+    default = "hf-qwen3-tiny-random" if a.tiny else "hf-smollm2-135m-instruct"
+    out = os.path.abspath(a.out or os.path.join(ROOT, "models", default))
     marker = os.path.join(out, ".complete")
     if os.path.exists(marker):
         log(f"{out}: already built")
@@ -67,13 +75,19 @@ def main():
     shutil.rmtree(tmp_out, ignore_errors=True)
     with tempfile.TemporaryDirectory() as tmp:
         hf = os.path.join(tmp, "hf")
-        log("dequantising the GGUF (the builder models' weights)")
-        # The builder models' own step (scripts/build_models.py imports nothing
-        # at module level that this venv lacks).
+        # The builder models' own steps (scripts/build_models.py imports
+        # nothing at module level that this venv lacks).
         sys.path.insert(0, os.path.join(ROOT, "scripts"))
-        from build_models import dequantise_gguf
+        if a.tiny:
+            from build_models import QWEN3_TINY, random_qwen3
 
-        dequantise_gguf(gguf_path(), hf)
+            log("random weights (qwen3-tiny-random's config and seed)")
+            random_qwen3(QWEN3_TINY, 0, hf)
+        else:
+            from build_models import dequantise_gguf
+
+            log("dequantising the GGUF (the builder models' weights)")
+            dequantise_gguf(gguf_path(), hf)
         exported = os.path.join(tmp, "exported")
         log("Optimum export (text-generation-with-past)")
         main_export(hf, output=exported, task="text-generation-with-past", device="cpu", no_post_process=False)
@@ -82,6 +96,10 @@ def main():
             if not f.endswith((".onnx", ".onnx_data", ".onnx.data")):
                 shutil.copy(os.path.join(exported, f), os.path.join(tmp_out, f))
         fp32 = onnx.load(os.path.join(exported, "model.onnx"), load_external_data=True)
+        if a.tiny:
+            # The float32 export itself, the reference the test reads the
+            # quantised files against (small enough to keep in one file).
+            onnx.save(fp32, os.path.join(tmp_out, "onnx", "model.onnx"))
         log("MatMulNBits quantiser, block 32, symmetric -> onnx/model_q4.onnx")
         q = MatMulNBitsQuantizer(fp32, block_size=32, is_symmetric=True)
         q.process()

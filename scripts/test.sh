@@ -8,7 +8,8 @@
 # The parts:
 #   gates     cargo fmt, clippy -D warnings (native, wasm32, the threaded
 #             wasm32 build), the README's tables, the documents' references
-#   rust      cargo test: every native test, tiny models
+#   rust      cargo test: every native test, tiny models (and Hugging
+#             Face's conversion of the tiny weights)
 #   package   the npm package's four wasm builds, tsc against its types, and
 #             the package installed and scoring in Node.js (tests/node/)
 #   chromium  the browser tests in headless Chromium (WebGPU via SwiftShader,
@@ -109,7 +110,9 @@ need_setup() {
   [ $done_setup = 1 ] && return; done_setup=1
   # Disk (checked by scripts/setup.sh first): target/ 1.5 GB, the tiny
   # models and their variants 0.2 GB, the tests' scratch copies under /tmp.
-  step setup bash scripts/setup.sh --python --disk-gb 4
+  # --hf: the venv of Hugging Face's export path, for the tiny conversion
+  # the models step runs (tests/hf_layout.rs).
+  step setup bash scripts/setup.sh --python --hf --disk-gb 4
 }
 need_models() {
   [ $done_models = 1 ] && return; done_models=1
@@ -118,6 +121,9 @@ need_models() {
 }
 models_step() {
   .venv/bin/python scripts/build_models.py tiny
+  # Hugging Face's own conversion (Optimum, the MatMulNBits quantiser,
+  # float16) of the same tiny weights, in the onnx-community layout.
+  .venv-hf/bin/python scripts/hf_onnx.py --tiny
   cargo build --locked --bin readout
   local readout=target/debug/readout tiny=models/qwen3-tiny-random-q4
   # The bench page's tiny run sweeps the fp32 variants (transformers.js cannot

@@ -13,8 +13,8 @@ use readout::runtime::native::NativeRuntime;
 use readout::runtime::own::{load_file, OwnOptions, OwnRuntime};
 use readout::KernelError;
 use readout::Precision;
-use readout::ScoreOptions;
-use readout::{open_host_engine, HostOptions, RuntimeKind};
+
+use readout::RuntimeKind;
 use readout::{Runtime, RuntimeError};
 use std::path::Path;
 
@@ -258,64 +258,6 @@ fn a_cached_prefix_equals_one_uncached_forward() {
         let again = block_on(rt.run(&step, Some(&past), false)).unwrap().logits;
         assert_eq!(again, cached);
     }
-}
-
-fn host(dir: &std::path::Path, runtime: RuntimeKind, precision: Precision) -> readout::HostEngine {
-    open_host_engine(
-        dir,
-        &HostOptions {
-            runtime,
-            threads: 2,
-            precision,
-            pack: true,
-        },
-    )
-    .unwrap_or_else(|e| panic!("{} on {runtime:?}: {e}", dir.display()))
-}
-
-struct FixtureDiff {
-    criteria: usize,
-    max_dp: f64,
-    changed: usize,
-    /// Changed decisions where the reference's margin was below 0.01.
-    close: usize,
-}
-
-/// The authored fixture's criteria (the first `states` states) scored by
-/// two engines: max |Δp| over the options and the decisions that change.
-fn fixture_diff(
-    a: &mut readout::HostEngine,
-    b: &mut readout::HostEngine,
-    states: usize,
-) -> FixtureDiff {
-    let mut d = FixtureDiff {
-        criteria: 0,
-        max_dp: 0.0,
-        changed: 0,
-        close: 0,
-    };
-    let opts = ScoreOptions::default();
-    for state in fixture().into_iter().take(states) {
-        let (sa, sb) = (
-            block_on(a.prefill(&state)).unwrap(),
-            block_on(b.prefill(&state)).unwrap(),
-        );
-        let da = block_on(a.score_all(sa, &state.criteria, &opts)).unwrap();
-        let db = block_on(b.score_all(sb, &state.criteria, &opts)).unwrap();
-        for (x, y) in da.iter().zip(&db) {
-            d.criteria += 1;
-            for (p, q) in x.probs.iter().zip(&y.probs) {
-                d.max_dp = d.max_dp.max((p.p - q.p).abs());
-            }
-            if x.answer != y.answer {
-                d.changed += 1;
-                d.close += usize::from(y.margin < 0.01);
-            }
-        }
-        a.dispose(sa).unwrap();
-        b.dispose(sb).unwrap();
-    }
-    d
 }
 
 /// How many fixture states a test scores: all of them with

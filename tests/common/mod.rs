@@ -214,3 +214,66 @@ pub fn entry_mut<'a>(catalog: &'a mut serde_json::Value, id: &str) -> &'a mut se
         .find(|m| m["id"] == id)
         .unwrap_or_else(|| panic!("no entry {id} in the catalog"))
 }
+
+/// An engine on either runtime over `dir`, 2 threads.
+pub fn host(
+    dir: &std::path::Path,
+    runtime: readout::RuntimeKind,
+    precision: readout::Precision,
+) -> readout::HostEngine {
+    readout::open_host_engine(
+        dir,
+        &readout::HostOptions {
+            runtime,
+            threads: 2,
+            precision,
+            pack: true,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{} on {runtime:?}: {e}", dir.display()))
+}
+
+pub struct FixtureDiff {
+    pub criteria: usize,
+    pub max_dp: f64,
+    pub changed: usize,
+    /// Changed decisions where the reference's margin was below 0.01.
+    pub close: usize,
+}
+
+/// The authored fixture's criteria (the first `states` states) scored by
+/// two engines: max |Δp| over the options and the decisions that change.
+pub fn fixture_diff(
+    a: &mut readout::HostEngine,
+    b: &mut readout::HostEngine,
+    states: usize,
+) -> FixtureDiff {
+    let mut d = FixtureDiff {
+        criteria: 0,
+        max_dp: 0.0,
+        changed: 0,
+        close: 0,
+    };
+    let opts = readout::ScoreOptions::default();
+    for state in fixture().into_iter().take(states) {
+        let (sa, sb) = (
+            pollster::block_on(a.prefill(&state)).unwrap(),
+            pollster::block_on(b.prefill(&state)).unwrap(),
+        );
+        let da = pollster::block_on(a.score_all(sa, &state.criteria, &opts)).unwrap();
+        let db = pollster::block_on(b.score_all(sb, &state.criteria, &opts)).unwrap();
+        for (x, y) in da.iter().zip(&db) {
+            d.criteria += 1;
+            for (p, q) in x.probs.iter().zip(&y.probs) {
+                d.max_dp = d.max_dp.max((p.p - q.p).abs());
+            }
+            if x.answer != y.answer {
+                d.changed += 1;
+                d.close += usize::from(y.margin < 0.01);
+            }
+        }
+        a.dispose(sa).unwrap();
+        b.dispose(sb).unwrap();
+    }
+    d
+}
