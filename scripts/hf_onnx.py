@@ -65,6 +65,8 @@ def main():
         return
     if os.path.exists(out):
         sys.exit(f"{out} exists without a .complete marker; move it away (this script never deletes what it did not make)")
+    import logging
+
     import onnx
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
     from onnxruntime.transformers.float16 import convert_float_to_float16
@@ -101,6 +103,8 @@ def main():
             # quantised files against (small enough to keep in one file).
             onnx.save(fp32, os.path.join(tmp_out, "onnx", "model.onnx"))
         log("MatMulNBits quantiser, block 32, symmetric -> onnx/model_q4.onnx")
+        # One INFO line per node otherwise (700 at tiny size, in the test log).
+        logging.getLogger("onnxruntime.quantization").setLevel(logging.WARNING)
         q = MatMulNBitsQuantizer(fp32, block_size=32, is_symmetric=True)
         q.process()
         q4 = q.model.model
