@@ -5,7 +5,9 @@
 // once. The first states' decisions of each pair are compared, so the speed
 // is of the same computation.
 // Writes bench/results/<date>-chromium-shared-prefix-<backend>.json.
-//   node bench/runners/shared_prefix.mjs [--backend cpu|wasm] [--states N]
+//   node bench/runners/shared_prefix.mjs [--backend cpu|wasm] [--states N] [--model ID]
+// --model: another build of the same weights (the WASM backend takes the
+// fp32 variant: onnxruntime-web's WASM build has no int4 kernel).
 import { execSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
@@ -21,7 +23,7 @@ if (!existsSync(textsPath)) {
 }
 const texts = JSON.parse(readFileSync(textsPath, "utf8"));
 const states = numberOption(args, "--states", texts.evidence.length);
-const model = texts.model.replace(/\/$/, "").split("/").pop();
+const model = option(args, "--model", texts.model.replace(/\/$/, "").split("/").pop());
 const log = (m) => process.stderr.write(`[shared-prefix] ${m}\n`);
 const criterion = { id: "urgent", family: "yes_no", question: "Is this ticket urgent?", options: [{ id: "o0", description: "Yes" }, { id: "o1", description: "No" }] };
 
@@ -78,7 +80,7 @@ const out = join(ROOT, "bench/results", `${date.slice(0, 10)}-chromium-shared-pr
 writeFileSync(out, JSON.stringify({
   benchmark: "chromium_shared_prefix",
   what: "states sharing an instruction, prefilled whole against built on one shared prefix (whose prefill is counted once), alternating by state in one page; goal: ≥ 2.5x",
-  runner: `node bench/runners/shared_prefix.mjs --backend ${backend} --states ${states}`,
+  runner: `node bench/runners/shared_prefix.mjs --backend ${backend} --states ${states} --model ${model}`,
   date,
   commit: execSync("git rev-parse --short HEAD", { cwd: ROOT }).toString().trim(),
   model,
