@@ -111,8 +111,9 @@ need_setup() {
   # Disk (checked by scripts/setup.sh first): target/ 1.5 GB, the tiny
   # models and their variants 0.2 GB, the tests' scratch copies under /tmp.
   # --hf: the venv of Hugging Face's export path, for the tiny conversion
-  # the models step runs (tests/hf_layout.rs).
-  step setup bash scripts/setup.sh --python --hf --disk-gb 4
+  # the models step runs for the rust part (tests/hf_layout.rs).
+  local hf=(); wants rust && hf=(--hf)
+  step setup bash scripts/setup.sh --python "${hf[@]}" --disk-gb 4
 }
 need_models() {
   [ $done_models = 1 ] && return; done_models=1
@@ -123,7 +124,7 @@ models_step() {
   .venv/bin/python scripts/build_models.py tiny
   # Hugging Face's own conversion (Optimum, the MatMulNBits quantiser,
   # float16) of the same tiny weights, in the onnx-community layout.
-  .venv-hf/bin/python scripts/hf_onnx.py --tiny
+  if wants rust; then .venv-hf/bin/python scripts/hf_onnx.py --tiny; fi
   cargo build --locked --bin readout
   local readout=target/debug/readout tiny=models/qwen3-tiny-random-q4
   # The bench page's tiny run sweeps the fp32 variants (transformers.js cannot
