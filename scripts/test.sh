@@ -109,11 +109,12 @@ done_setup=0 done_models=0 done_pkg=0 done_fixtures=0
 need_setup() {
   [ $done_setup = 1 ] && return; done_setup=1
   # Disk (checked by scripts/setup.sh first): target/ 1.5 GB, the tiny
-  # models and their variants 0.2 GB, the tests' scratch copies under /tmp.
+  # models and their variants 0.2 GB, the tests' scratch copies under /tmp;
+  # with the rust part, the Hugging Face venv 5.8 GB more (its own torch).
   # --hf: the venv of Hugging Face's export path, for the tiny conversion
   # the models step runs for the rust part (tests/hf_layout.rs).
-  local hf=(); wants rust && hf=(--hf)
-  step setup bash scripts/setup.sh --python "${hf[@]}" --disk-gb 4
+  local hf=() gb=4; wants rust && hf=(--hf) gb=10
+  step setup bash scripts/setup.sh --python "${hf[@]}" --disk-gb "$gb"
 }
 need_models() {
   [ $done_models = 1 ] && return; done_models=1
