@@ -125,10 +125,5 @@ fn main() {
         "machine": machine(),
         "results": results,
     });
-    std::fs::write(
-        &out,
-        serde_json::to_string_pretty(&doc).expect("json") + "\n",
-    )
-    .expect("write result");
-    eprintln!("[prefill] wrote {}", out.display());
+    common::write_result(&out, &doc, "prefill");
 }

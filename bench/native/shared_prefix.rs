@@ -21,8 +21,7 @@ use std::time::Instant;
 
 use readout::host::{machine, today};
 use readout::{
-    HeadStyle, HostOptions, Mode, OptionSpec, PrefixSpec, PromptStyle, RuntimeKind, ScoreOptions,
-    StateSpec,
+    HeadStyle, HostOptions, Mode, PrefixSpec, PromptStyle, RuntimeKind, ScoreOptions, StateSpec,
 };
 use serde_json::json;
 
@@ -88,20 +87,12 @@ fn main() {
             criteria: vec![],
         })
         .collect();
-    let criterion = readout::Criterion {
-        id: "urgent".into(),
-        family: "yes_no".into(),
-        question: "Is this ticket urgent?".into(),
-        options: ["Yes", "No"]
-            .iter()
-            .enumerate()
-            .map(|(i, d)| OptionSpec {
-                id: format!("o{i}"),
-                description: d.to_string(),
-            })
-            .collect(),
-        answer: None,
-    };
+    let criterion = common::criterion(
+        "urgent",
+        "yes_no",
+        "Is this ticket urgent?".into(),
+        &["Yes", "No"],
+    );
     std::fs::create_dir_all("target").expect("target/");
     let texts = json!({
         "model": dir.display().to_string(),
@@ -202,10 +193,5 @@ fn main() {
         "machine": machine(),
         "results": results,
     });
-    std::fs::write(
-        &out,
-        serde_json::to_string_pretty(&doc).expect("json") + "\n",
-    )
-    .expect("write result");
-    eprintln!("[shared-prefix] wrote {}", out.display());
+    common::write_result(&out, &doc, "shared-prefix");
 }

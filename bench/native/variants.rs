@@ -24,7 +24,7 @@ use readout::host::{machine, today};
 use readout::Precision;
 use readout::ScoreOptions;
 use readout::{open_host_engine, HostEngine, HostOptions, RuntimeKind};
-use readout::{Criterion, OptionSpec, StateSpec};
+use readout::{Criterion, StateSpec};
 use serde_json::json;
 
 use common::Args;
@@ -59,20 +59,12 @@ fn criterion_for(tok: &TextTokenizer, target: usize) -> (Criterion, usize) {
     let mut best = None;
     for n in 1..200 {
         let q: Vec<&str> = (0..n).map(|i| words[i % words.len()]).collect();
-        let c = Criterion {
-            id: "bench".into(),
-            family: "bench".into(),
-            question: format!("Which ship, given that {}?", q.join(" ")),
-            options: opts
-                .iter()
-                .enumerate()
-                .map(|(i, d)| OptionSpec {
-                    id: format!("o{i}"),
-                    description: d.to_string(),
-                })
-                .collect(),
-            answer: None,
-        };
+        let c = common::criterion(
+            "bench",
+            "bench",
+            format!("Which ship, given that {}?", q.join(" ")),
+            &opts,
+        );
         let len = tok.encode(&render_suffix(&c, &[0, 1, 2, 3])).unwrap().len();
         if len > target {
             break;

@@ -50,12 +50,7 @@ impl Engine {
                     Ok((id, e.head_tokens(id)?))
                 })
                 .await?;
-            Ok(State {
-                shared,
-                id,
-                tokens: std::rc::Rc::new(std::cell::Cell::new(tokens)),
-            }
-            .into())
+            Ok(State::new(shared, id, tokens).into())
         })
     }
 

@@ -41,7 +41,7 @@ use self::options::{load_options, prefill_options, JsScoreOptions};
 use crate::core::model::backend_choice::Requested;
 use crate::core::read::debias::Debias;
 use crate::core::spec::criteria::{Criterion, StateSpec};
-use crate::core::spec::mode::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
+use crate::core::spec::mode::{Calibration, ClozeScore, Mode, PromptStyle};
 use crate::core::spec::prefix::PrefixSpec;
 use crate::engine::{EngineInfo, PrefixId, ScoreOptions, StateId};
 use crate::platform::js::get;
@@ -165,21 +165,12 @@ impl Engine {
             let (prompt, mode) = prefill_options(&options)?;
             let (id, tokens) = shared
                 .with(async |e| {
-                    let d = e.readout_defaults();
-                    let style = HeadStyle {
-                        prompt: prompt.unwrap_or(d.prompt),
-                        mode: mode.unwrap_or(d.mode),
-                    };
+                    let style = e.readout_defaults().head_style(prompt, mode);
                     let id = e.prefill_with(&spec, style).await?;
                     Ok((id, e.head_tokens(id)?))
                 })
                 .await?;
-            Ok(State {
-                shared,
-                id,
-                tokens: Rc::new(Cell::new(tokens)),
-            }
-            .into())
+            Ok(State::new(shared, id, tokens).into())
         })
     }
 
@@ -197,11 +188,7 @@ impl Engine {
             let (prompt, mode) = prefill_options(&options)?;
             let (id, tokens) = shared
                 .with(async |e| {
-                    let d = e.readout_defaults();
-                    let style = HeadStyle {
-                        prompt: prompt.unwrap_or(d.prompt),
-                        mode: mode.unwrap_or(d.mode),
-                    };
+                    let style = e.readout_defaults().head_style(prompt, mode);
                     let id = e.prefix(&spec, style).await?;
                     Ok((id, e.prefix_tokens(id)?))
                 })
@@ -300,12 +287,7 @@ impl Prefix {
                     Ok((id, e.head_tokens(id)?))
                 })
                 .await?;
-            Ok(State {
-                shared,
-                id,
-                tokens: Rc::new(Cell::new(tokens)),
-            }
-            .into())
+            Ok(State::new(shared, id, tokens).into())
         })
     }
 
@@ -326,6 +308,16 @@ pub struct State {
     shared: Rc<Shared>,
     id: StateId,
     tokens: Rc<Cell<usize>>,
+}
+
+impl State {
+    fn new(shared: Rc<Shared>, id: StateId, tokens: usize) -> Self {
+        State {
+            shared,
+            id,
+            tokens: Rc::new(Cell::new(tokens)),
+        }
+    }
 }
 
 #[wasm_bindgen]

@@ -42,3 +42,36 @@ impl Args {
         self.0
     }
 }
+
+/// A criterion whose options are `descriptions`, with ids `o0`, `o1`, ...
+pub fn criterion(
+    id: &str,
+    family: &str,
+    question: String,
+    descriptions: &[&str],
+) -> readout::Criterion {
+    readout::Criterion {
+        id: id.into(),
+        family: family.into(),
+        question,
+        options: descriptions
+            .iter()
+            .enumerate()
+            .map(|(i, d)| readout::OptionSpec {
+                id: format!("o{i}"),
+                description: d.to_string(),
+            })
+            .collect(),
+        answer: None,
+    }
+}
+
+/// Writes a benchmark's result JSON (pretty, with a final newline) and says where.
+pub fn write_result(path: &std::path::Path, doc: &serde_json::Value, tag: &str) {
+    std::fs::write(
+        path,
+        serde_json::to_string_pretty(doc).expect("json") + "\n",
+    )
+    .expect("write result");
+    eprintln!("[{tag}] wrote {}", path.display());
+}

@@ -105,3 +105,14 @@ pub struct ReadoutChoice {
     #[serde(default)]
     pub prompt: PromptStyle,
 }
+
+impl ReadoutChoice {
+    /// The head a state is prefilled for: `prompt` and `mode` where the
+    /// caller set them, this choice's otherwise.
+    pub fn head_style(&self, prompt: Option<PromptStyle>, mode: Option<Mode>) -> HeadStyle {
+        HeadStyle {
+            prompt: prompt.unwrap_or(self.prompt),
+            mode: mode.unwrap_or(self.mode),
+        }
+    }
+}
