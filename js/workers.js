@@ -33,11 +33,26 @@ if (typeof WorkerGlobalScope !== "undefined" && globalThis instanceof WorkerGlob
 // levels below the package's readout.js.
 const MAIN = new URL("../../../readout.js", import.meta.url).href;
 
+// The workers this thread spawned, by index: a job that stalls (a worker
+// terminated or hung inside its piece) has the ones it gave up on
+// terminated, so none writes the job's data after the job has returned.
+const spawned = new Map();
+
+/** Terminates worker `index` if this thread spawned it; says whether it did. */
+export function terminateWorker(index) {
+  const worker = spawned.get(index);
+  if (!worker) return false;
+  worker.terminate();
+  spawned.delete(index);
+  return true;
+}
+
 /** Spawns `count` workers with indices from `first`; resolves when all are ready. */
 export function startWorkers(module, memory, first, count) {
   const one = (index) =>
     new Promise((resolve, reject) => {
       const worker = new Worker(new URL(import.meta.url), { type: "module", name: NAME });
+      spawned.set(index, worker);
       worker.addEventListener("message", (event) => {
         if (event.data === READY) resolve();
         else reject(new Error(`kernel worker ${index}: ${event.data && event.data.error}`));

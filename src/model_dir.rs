@@ -23,16 +23,6 @@ use crate::runtime::native::{NativeOptions, NativeRuntime};
 use crate::runtime::own::interp::Program;
 use crate::runtime::own::{self, OwnOptions};
 
-/// Graph file names tried under `onnx/`, best first for a CPU runtime that
-/// runs every dtype.
-const ONNX_COMMUNITY: [&str; 5] = [
-    "model_q4f16.onnx",
-    "model_q4.onnx",
-    "model_fp16.onnx",
-    "model.onnx",
-    "model_quantized.onnx",
-];
-
 #[derive(Debug, Clone)]
 pub struct ModelDir {
     pub root: PathBuf,
@@ -89,11 +79,12 @@ impl ModelDir {
             if !path.is_dir() {
                 return Err(file_err(path, "model directory not found"));
             }
-            let direct = path.join("model.onnx");
+            let direct = path.join(crate::core::model::layout::TOP_GRAPH);
             let graph = if direct.exists() {
                 require(direct)?
             } else {
-                ONNX_COMMUNITY
+                // Every native runtime computes float16 on the CPU.
+                crate::core::model::layout::onnx_community_graphs(true)
                     .iter()
                     .map(|n| path.join("onnx").join(n))
                     .find(|p| p.exists())

@@ -392,10 +392,28 @@ impl std::fmt::Display for WireError {
     }
 }
 
-fn varint(b: &[u8], at: &mut usize) -> Result<u64, WireError> {
+/// Bytes the wire walk reads: a slice, or (in the browser) a JS array read
+/// in place, so that a downloaded graph is counted without first being
+/// copied into the module's memory, which never shrinks.
+#[allow(clippy::len_without_is_empty)] // the walk asks only for the end
+pub trait WireBytes {
+    fn len(&self) -> usize;
+    fn byte(&self, at: usize) -> Option<u8>;
+}
+
+impl WireBytes for [u8] {
+    fn len(&self) -> usize {
+        <[u8]>::len(self)
+    }
+    fn byte(&self, at: usize) -> Option<u8> {
+        self.get(at).copied()
+    }
+}
+
+fn varint<B: WireBytes + ?Sized>(b: &B, at: &mut usize) -> Result<u64, WireError> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
-        let byte = *b.get(*at).ok_or(WireError("truncated varint"))?;
+        let byte = b.byte(*at).ok_or(WireError("truncated varint"))?;
         *at += 1;
         v |= u64::from(byte & 0x7f) << shift;
         if byte & 0x80 == 0 {
@@ -405,14 +423,17 @@ fn varint(b: &[u8], at: &mut usize) -> Result<u64, WireError> {
     Err(WireError("varint longer than 10 bytes"))
 }
 
-/// Calls `f(field, payload)` for each length-delimited field of one message
-/// and skips the others; fails on a malformed or truncated one.
-fn each_field<'b>(
-    b: &'b [u8],
-    mut f: impl FnMut(u64, &'b [u8]) -> Result<(), WireError>,
+/// Calls `f(field, start, end)` for each length-delimited field of the one
+/// message in `b[from..to]` and skips the others; fails on a malformed or
+/// truncated one. `f` returns `false` to stop the walk early.
+fn each_field<B: WireBytes + ?Sized>(
+    b: &B,
+    from: usize,
+    to: usize,
+    mut f: impl FnMut(u64, usize, usize) -> Result<bool, WireError>,
 ) -> Result<(), WireError> {
-    let mut at = 0;
-    while at < b.len() {
+    let mut at = from;
+    while at < to {
         let key = varint(b, &mut at)?;
         let skip = match key & 7 {
             0 => {
@@ -426,9 +447,11 @@ fn each_field<'b>(
                     .map_err(|_| WireError("length beyond the address space"))?;
                 let end = at
                     .checked_add(len)
-                    .filter(|&e| e <= b.len())
+                    .filter(|&e| e <= to)
                     .ok_or(WireError("a field runs past the end"))?;
-                f(key >> 3, &b[at..end])?;
+                if !f(key >> 3, at, end)? {
+                    return Ok(());
+                }
                 at = end;
                 0
             }
@@ -436,7 +459,7 @@ fn each_field<'b>(
         };
         at = at
             .checked_add(skip)
-            .filter(|&e| e <= b.len())
+            .filter(|&e| e <= to)
             .ok_or(WireError("a field runs past the end"))?;
     }
     Ok(())
@@ -445,19 +468,28 @@ fn each_field<'b>(
 /// Counts the top-level graph's nodes (GraphProto field 1) and initializers
 /// (field 5) of a ModelProto (graph: field 7), reading tags and lengths only.
 pub fn graph_counts(model: &[u8]) -> Result<GraphCounts, WireError> {
+    graph_counts_in(model, u64::MAX)
+}
+
+/// [`graph_counts`] over any [`WireBytes`], stopping once either count
+/// passes `stop` (a hostile file's millions of entries are not all read).
+pub fn graph_counts_in<B: WireBytes + ?Sized>(
+    model: &B,
+    stop: u64,
+) -> Result<GraphCounts, WireError> {
     let mut c = GraphCounts::default();
-    each_field(model, |field, graph| {
+    each_field(model, 0, model.len(), |field, start, end| {
         if field == 7 {
-            each_field(graph, |f, _| {
+            each_field(model, start, end, |f, _, _| {
                 match f {
                     1 => c.nodes += 1,
                     5 => c.initializers += 1,
                     _ => {}
                 }
-                Ok(())
+                Ok(c.nodes <= stop && c.initializers <= stop)
             })?;
         }
-        Ok(())
+        Ok(c.nodes <= stop && c.initializers <= stop)
     })?;
     Ok(c)
 }
@@ -465,7 +497,16 @@ pub fn graph_counts(model: &[u8]) -> Result<GraphCounts, WireError> {
 /// The first of a graph's counts over [`MAX_GRAPH_ENTRIES`]: `(what, count)`.
 /// An unreadable wire format is left for the decoder to name.
 pub fn graph_over_limit(model: &[u8]) -> Option<(&'static str, u64)> {
-    let c = graph_counts(model).ok()?;
+    graph_over_limit_in(model, u64::MAX)
+}
+
+/// [`graph_over_limit`] over any [`WireBytes`], counting no further than
+/// `stop` (then the count reported is `stop + 1`, a lower bound).
+pub fn graph_over_limit_in<B: WireBytes + ?Sized>(
+    model: &B,
+    stop: u64,
+) -> Option<(&'static str, u64)> {
+    let c = graph_counts_in(model, stop).ok()?;
     if c.nodes > MAX_GRAPH_ENTRIES {
         Some(("nodes", c.nodes))
     } else if c.initializers > MAX_GRAPH_ENTRIES {

@@ -223,6 +223,83 @@ pub fn pool_fault_test() -> Result<JsValue, JsValue> {
     serde_wasm_bindgen::to_value(&report).map_err(|e| JsValue::from_str(&e.to_string()))
 }
 
+/// The threaded build's pool when a worker stops inside its piece without
+/// trapping (as a terminated or hung worker does): a job of 64 pieces over
+/// the running kernel workers (load an engine with `threads` ≥ 2 first)
+/// whose first piece a worker takes never returns, then the same job with
+/// no hang. `{ lost, lostMs, second, done }`: the first job's error and how
+/// long it took, the second job's error (null expected) and how many of its
+/// pieces it did. `poolHangTicks()` then tells whether the hung piece still
+/// runs (its count moves), once the page has yielded to its event loop,
+/// where the browser carries out the worker's termination.
+#[cfg(target_feature = "atomics")]
+static HANG_TICKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// How often `poolHangTest`'s hung piece has looped so far.
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = poolHangTicks)]
+pub fn pool_hang_ticks() -> u32 {
+    HANG_TICKS.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+#[cfg(target_feature = "atomics")]
+#[wasm_bindgen(js_name = poolHangTest)]
+pub fn pool_hang_test() -> Result<JsValue, JsValue> {
+    use crate::kernels::{workers, Pool};
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    static HANG: AtomicBool = AtomicBool::new(false);
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Report {
+        lost: Option<String>,
+        lost_ms: f64,
+        second: Option<String>,
+        done: usize,
+    }
+    let pool = Pool::new(64).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    if pool.threads() < 2 {
+        return Err(JsValue::from_str(
+            "no kernel worker is running: load an engine with threads >= 2 first",
+        ));
+    }
+    let piece = |_: usize, c: &mut [u8]| {
+        if workers::on_worker() && HANG.swap(false, SeqCst) {
+            // Stops answering, as a terminated worker does; if it is not
+            // terminated it gives up after 30 s and writes nothing.
+            let t0 = js_sys::Date::now();
+            while js_sys::Date::now() - t0 < 30_000.0 {
+                HANG_TICKS.fetch_add(1, SeqCst);
+                std::hint::spin_loop();
+            }
+            return;
+        }
+        if !workers::on_worker() {
+            // The caller leaves the pieces to the workers for a moment, so
+            // that one takes the hanging piece however they race.
+            let t0 = js_sys::Date::now();
+            while HANG.load(SeqCst) && js_sys::Date::now() - t0 < 2000.0 {
+                std::hint::spin_loop();
+            }
+        }
+        c[0] = 1;
+    };
+    HANG.store(true, SeqCst);
+    let t0 = js_sys::Date::now();
+    let mut first = vec![0u8; 64];
+    let lost = pool.chunks_mut(&mut first, 1, piece).err();
+    let lost_ms = js_sys::Date::now() - t0;
+    HANG.store(false, SeqCst);
+    let mut again = vec![0u8; 64];
+    let second = pool.chunks_mut(&mut again, 1, piece).err();
+    let report = Report {
+        lost: lost.map(|e| e.to_string()),
+        lost_ms,
+        second: second.map(|e| e.to_string()),
+        done: again.iter().filter(|&&x| x == 1).count(),
+    };
+    serde_wasm_bindgen::to_value(&report).map_err(|e| JsValue::from_str(&e.to_string()))
+}
+
 /// The WGSL readout kernel (spec §8) and the CPU readSlots on the same
 /// `[1, rows, width]` logits (float32, or float16 bits when `f16`), on a
 /// fresh WebGPU device: `{ gpu: {logits, logSumExp, bytesReadBack}, cpu: {logits, logSumExp} }`.

@@ -4,6 +4,7 @@
 
 use super::error::{FetchProblem, LoadError};
 use super::fetch::{fetch, resolve, Progress};
+use crate::core::model::backend_choice::{Choice, Chosen, Gpu};
 use crate::core::model::models_json::Entry;
 use serde::Serialize;
 
@@ -66,6 +67,38 @@ fn file_name(url: &str) -> String {
         .to_string()
 }
 
+/// A downloaded graph, read in place by the wire walk: copying it into the
+/// module's memory first would cost what the check is there to avoid.
+struct JsBytes<'a>(&'a js_sys::Uint8Array);
+
+impl crate::onnx_pb::WireBytes for JsBytes<'_> {
+    fn len(&self) -> usize {
+        self.0.length() as usize
+    }
+    fn byte(&self, at: usize) -> Option<u8> {
+        let at = u32::try_from(at).ok()?;
+        (at < self.0.length()).then(|| self.0.get_index(at))
+    }
+}
+
+/// Refuses a graph with more nodes or initializers than any real model,
+/// counted on the wire before anything decodes it: our runtime's loader,
+/// the `auto` policy's look at its operators, or onnxruntime-web's session.
+fn check_graph(graph: &js_sys::Uint8Array) -> Result<(), LoadError> {
+    use crate::onnx_pb::{graph_over_limit_in, MAX_GRAPH_ENTRIES};
+    match graph_over_limit_in(&JsBytes(graph), MAX_GRAPH_ENTRIES) {
+        Some((what, count)) => Err(crate::core::CoreError::TooLarge {
+            field: format!("model.onnx ({what})"),
+            size: count,
+            limit: MAX_GRAPH_ENTRIES,
+            unit: what,
+            hint: "counted on the wire up to the limit; real models hold under 10,000",
+        }
+        .into()),
+        None => Ok(()),
+    }
+}
+
 pub(super) async fn entry_files(
     entry: &Entry,
     catalog_url: &str,
@@ -121,7 +154,10 @@ pub(super) async fn entry_files(
             sha256_checked: true,
         });
         match file.role.as_str() {
-            "graph" => f.graph = got.bytes,
+            "graph" => {
+                check_graph(&got.bytes)?;
+                f.graph = got.bytes
+            }
             "external_data" => f.external.push((file_name(&file.url), got.bytes)),
             "config" => f.config = utf8(&got.bytes, "config.json")?,
             "tokenizer" => f.tokenizer = got.bytes.to_vec(),
@@ -148,22 +184,77 @@ pub(super) async fn entry_files(
 /// side file against its role's limit, and with `cpu` (our runtime will
 /// hold the weights) the graph and external data against what a load can
 /// hold, before the body is downloaded.
+///
+/// The graph is `graph` when the caller named it; otherwise the folder's
+/// `model.onnx`, or else the first of onnx-community's `onnx/model_*.onnx`
+/// that exists (int4 with float32 scales first, unless the chosen backend
+/// computes float16). Its external data is looked for under both the
+/// builder's and Optimum's names.
 pub(super) async fn dir_files(
     base: &str,
-    cpu: bool,
+    graph: Option<&str>,
+    first: &Choice,
+    gpu: &Gpu,
     progress: Progress<'_>,
 ) -> Result<Files, LoadError> {
+    use crate::core::model::layout::{external_data_names, onnx_community_graphs, TOP_GRAPH};
+    let cpu = first.backend == Chosen::Cpu;
+    let f16 = first.backend == Chosen::WebGpu && matches!(gpu, Gpu::Available { f16: true, .. });
     let mut f = Files::empty();
-    let names = [
-        ("graph", "model.onnx", false),
-        ("external_data", "model.onnx.data", true),
+    let candidates: Vec<String> = match graph {
+        Some(g) => vec![g.to_string()],
+        None => std::iter::once(TOP_GRAPH.to_string())
+            .chain(
+                onnx_community_graphs(f16)
+                    .iter()
+                    .map(|n| format!("onnx/{n}")),
+            )
+            .collect(),
+    };
+    let mut graph_name = None;
+    for name in &candidates {
+        let url = resolve(name, base)?;
+        let check = |n: u64| -> Result<(), LoadError> {
+            if cpu {
+                crate::runtime::own::check_files_fit(n, crate::runtime::own::WEIGHT_LIMIT)?;
+            }
+            Ok(())
+        };
+        // Each is optional but the caller's own; a 404 moves to the next.
+        let optional = graph.is_none();
+        if let Some(got) = fetch(&url, "graph", None, optional, &check, progress).await? {
+            check_graph(&got.bytes)?;
+            f.listed.push(LoadedFile {
+                role: "graph".into(),
+                url,
+                bytes: got.bytes.length() as u64,
+                sha256_checked: false,
+            });
+            f.graph = got.bytes;
+            graph_name = Some(name.clone());
+            break;
+        }
+    }
+    let Some(graph_name) = graph_name else {
+        return Err(LoadError::Fetch {
+            file: "graph".into(),
+            url: resolve(TOP_GRAPH, base)?,
+            problem: FetchProblem::Http(404),
+        });
+    };
+    let externals = external_data_names(&graph_name);
+    let mut names: Vec<(&str, &str, bool)> = externals
+        .iter()
+        .map(|n| ("external_data", n.as_str(), true))
+        .collect();
+    names.extend([
         ("config", "config.json", false),
         ("tokenizer", "tokenizer.json", false),
         ("slot_map", "slot_map.json", true),
         ("head_rows", "head_rows.json", true),
         ("chat_template", "chat_template.jinja", true),
         ("tokenizer_config", "tokenizer_config.json", true),
-    ];
+    ]);
     for (role, name, optional) in names {
         let url = resolve(name, base)?;
         let graph_bytes = u64::from(f.graph.length());
@@ -187,8 +278,7 @@ pub(super) async fn dir_files(
             sha256_checked: false,
         });
         match role {
-            "graph" => f.graph = got.bytes,
-            "external_data" => f.external.push((name.to_string(), got.bytes)),
+            "external_data" => f.external.push((file_name(name), got.bytes)),
             "config" => f.config = utf8(&got.bytes, "config.json")?,
             "tokenizer" => f.tokenizer = got.bytes.to_vec(),
             "slot_map" => f.slot_map = Some(utf8(&got.bytes, name)?),

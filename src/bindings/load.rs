@@ -16,7 +16,7 @@ use super::fetch::Progress;
 use super::files::LoadedFile;
 use super::options::LoadOptions;
 use super::resolve::resolve;
-use crate::core::model::backend_choice::Chosen;
+use crate::core::model::backend_choice::{Chosen, Requested};
 use crate::core::model::config::ModelConfig;
 use crate::engine::Engine;
 use crate::runtime::any::AnyRuntime;
@@ -54,7 +54,7 @@ pub async fn load(
 ) -> Result<Loaded, LoadError> {
     let t0 = now();
     let (gpu, device) = probe_gpu(opts.backend).await;
-    let (choice, files) = resolve(
+    let (mut choice, files) = resolve(
         source,
         opts.backend,
         opts.allow_absolute_urls,
@@ -64,7 +64,7 @@ pub async fn load(
     .await?;
     let config = ModelConfig::parse(&files.config)?;
     let live = Rc::new(Cell::new(0));
-    let built = build(
+    let built = match build(
         choice.backend,
         &choice.model,
         &files,
@@ -73,7 +73,35 @@ pub async fn load(
         device,
         live.clone(),
     )
-    .await?;
+    .await
+    {
+        // `auto` chose our runtime for an int4 graph it turns out not to
+        // compute (onnx-community's exports spell attention out in ops it
+        // lacks): onnxruntime-web's WASM backend runs every op, so it runs
+        // the same bytes instead, and the reason says so.
+        Err(e)
+            if opts.backend == Requested::Auto
+                && choice.backend == Chosen::Cpu
+                && e.info().code == "graph_unsupported" =>
+        {
+            choice.reason = format!(
+                "{}; the cpu backend does not compute this graph ({e}), so the WASM backend runs it",
+                choice.reason
+            );
+            choice.backend = Chosen::Wasm;
+            build(
+                Chosen::Wasm,
+                &choice.model,
+                &files,
+                &config,
+                &opts,
+                None,
+                live.clone(),
+            )
+            .await?
+        }
+        r => r?,
+    };
     let mut engine = Engine::new(built.runtime, files.assets(&choice.model)).await?;
     if let Some(d) = files.readout {
         engine

@@ -56,16 +56,21 @@ pub(super) async fn resolve(
             Ok((choice, files))
         }
         None => {
-            let base = resolve_url(
-                &if source.ends_with('/') {
-                    source.to_string()
-                } else {
-                    format!("{source}/")
-                },
-                "",
-            )?;
+            use crate::core::model::layout::{names_graph, split_graph_path};
+            // A graph's URL names its folder's model (the folder above it
+            // when the graph sits in `onnx/`, as onnx-community's do).
+            let (folder, graph) = if names_graph(source) {
+                let path = source.split(['?', '#']).next().unwrap_or(source);
+                let (root, graph) = split_graph_path(path);
+                (root.to_string(), Some(graph))
+            } else if source.ends_with('/') {
+                (source.to_string(), None)
+            } else {
+                (format!("{source}/"), None)
+            };
+            let base = resolve_url(&folder, "")?;
             let first = choose::for_dir(source, requested, gpu)?;
-            let files = dir_files(&base, first.backend == Chosen::Cpu, progress).await?;
+            let files = dir_files(&base, graph, &first, gpu, progress).await?;
             let choice = choose::for_fetched_dir(source, requested, gpu, first, &files)?;
             Ok((choice, files))
         }

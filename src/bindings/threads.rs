@@ -22,6 +22,16 @@ extern "C" {
         first: u32,
         count: u32,
     ) -> Result<js_sys::Promise, JsValue>;
+
+    /// Terminates kernel worker `index` if this thread spawned it.
+    #[wasm_bindgen(js_name = terminateWorker)]
+    fn terminate_worker(index: u32) -> bool;
+}
+
+/// A worker a stalled job gave up on is terminated at once, before the
+/// job's caller returns and frees what the worker's chunk writes.
+fn terminate(index: usize) {
+    let _ = terminate_worker(index as u32);
 }
 
 /// Workers asked for so far (started or starting): a second load while the
@@ -51,6 +61,7 @@ pub async fn ensure(threads: usize) -> Result<(), LoadError> {
         return Ok(());
     }
     SPAWNED.store(want, SeqCst);
+    workers::on_lost(terminate);
     // On failure the count falls back to the workers that did start, so a
     // later load tries again for the rest instead of trusting this one.
     let failed = |e: JsValue| {

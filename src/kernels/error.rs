@@ -126,6 +126,18 @@ pub enum OpError {
     /// other workers carry on, so the next call runs.
     #[error("a kernel worker stopped inside its share of this operation (a panic; the worker's console has it)")]
     WorkerDied,
+    /// The threaded browser build: no chunk of the operation finished
+    /// within the stall deadline (a worker terminated, or hung), so the
+    /// workers holding the missing ones were terminated. The rest carry
+    /// on, so the next call runs on fewer threads.
+    #[error(
+        "{workers} kernel worker{s} stopped answering inside this operation ({ms} ms without \
+         progress; terminated, or hung): given up on and terminated, so the next call runs \
+         without {them}",
+        s = if *workers == 1 { "" } else { "s" },
+        them = if *workers == 1 { "it" } else { "them" }
+    )]
+    WorkerLost { workers: usize, ms: u64 },
     /// What one operator's inputs or attributes get wrong beyond the cases
     /// above (a missing input, a past longer than the run allows), in words.
     #[error("{0}")]

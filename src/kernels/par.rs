@@ -82,7 +82,8 @@ impl Pool {
     }
 
     /// The threads a job runs on now: in the threaded browser build, a
-    /// worker that died (a panic) since the pool was made no longer counts.
+    /// worker that died (a panic) or was lost (it stopped answering) since
+    /// the pool was made no longer counts.
     pub fn threads(&self) -> usize {
         self.threads.min(self.live())
     }
@@ -94,7 +95,8 @@ impl Pool {
         }
         let s = if lost == 1 { "" } else { "s" };
         format!(
-            "{}; {lost} kernel worker{s} stopped since (a panic), so {} run",
+            "{}; {lost} kernel worker{s} stopped since (a panic, or no answer within the \
+             stall deadline), so {} run",
             self.why,
             self.threads()
         )
@@ -161,6 +163,7 @@ impl Pool {
             match shared::chunks_mut(self.threads - 1, data, chunk, &f) {
                 Ran::Done => return Ok(()),
                 Ran::Broken => return Err(OpError::WorkerDied),
+                Ran::Lost { workers, ms } => return Err(OpError::WorkerLost { workers, ms }),
                 Ran::Busy => {}
             }
         }

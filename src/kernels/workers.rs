@@ -19,6 +19,19 @@
 //! waiting once every other chunk is done and gets `Ran::Broken` (the call
 //! fails with an error), rather than spinning on the page's main thread for
 //! ever. The dead worker takes no further chunks; the rest carry on.
+//!
+//! A worker that stops without trapping (terminated, or hung inside a
+//! chunk) leaves nothing to catch. So the caller also gives up on a job
+//! whose done count has not moved for [`STALL_FLOOR_MS`] plus
+//! [`STALL_FACTOR`] times what its own chunks took: each worker announces
+//! the job it claims a chunk of before claiming, so the caller knows which
+//! workers hold the missing chunks. It marks them lost, has the bindings
+//! terminate them, and returns `Ran::Lost`. A terminated worker writes
+//! nothing more. A merely hung one is stopped once the page thread yields
+//! (Chromium carries a termination out from the page's event loop), so one
+//! that woke inside that window could still write the caller's buffers:
+//! the deadline, seconds beyond any real chunk, is what makes that moot. The done count carries its job's epoch, so a
+//! late chunk of an abandoned job can never count towards the next one.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
@@ -28,9 +41,29 @@ const CLOSED: u64 = u32::MAX as u64;
 /// forward is shorter than a wake-up, so a worker stays hot across it.
 const SPINS: u32 = 1 << 16;
 
+/// A job with no chunk finished for this long, beyond [`STALL_FACTOR`] times
+/// the caller's own share, has lost a worker: the longest chunk of a real
+/// forward (a 256-token prefill's head product on one of 2 threads) is
+/// tens of milliseconds here, so this only ever fires on a worker that
+/// stopped.
+pub const STALL_FLOOR_MS: f64 = 5_000.0;
+/// The caller's own chunks are as long as any worker's, so a worker's last
+/// chunk that takes this many times their whole time is not coming.
+pub const STALL_FACTOR: f64 = 20.0;
+/// Workers whose chunks are tracked (the thread policy's ceiling).
+const TRACKED: usize = crate::core::spec::thread_policy::MAX_THREADS;
+
 static EPOCH: AtomicU32 = AtomicU32::new(0);
 static CLAIM: AtomicU64 = AtomicU64::new(CLOSED);
-static DONE: AtomicUsize = AtomicUsize::new(0);
+/// `epoch << 32 | chunks done`: a chunk counts only towards its own job.
+static DONE: AtomicU64 = AtomicU64::new(0);
+/// Per worker, `epoch + 1` of the job it is claiming or running a chunk of
+/// (0: none), written before the claim so a stalled job's caller sees it.
+static HOLDING: [AtomicU64; TRACKED] = [const { AtomicU64::new(0) }; TRACKED];
+/// Workers given up on by a stalled job: they claim nothing more.
+static LOST: [AtomicU32; TRACKED] = [const { AtomicU32::new(0) }; TRACKED];
+/// What the bindings do with a lost worker (terminate it), as a `fn(usize)`.
+static ON_LOST: AtomicUsize = AtomicUsize::new(0);
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 static RUN: AtomicUsize = AtomicUsize::new(0);
 static CTX: AtomicUsize = AtomicUsize::new(0);
@@ -44,9 +77,9 @@ static BROKEN: AtomicU32 = AtomicU32::new(0);
 static DIED: AtomicUsize = AtomicUsize::new(0);
 
 std::thread_local! {
-    /// Whether this thread is running a claimed chunk (read by
+    /// The epoch of the chunk this thread is running, if any (read by
     /// `worker_died` on a worker whose chunk trapped).
-    static IN_CHUNK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static IN_CHUNK: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
     /// Whether this thread is a kernel worker (not the caller).
     static WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
@@ -59,9 +92,27 @@ pub fn started() -> usize {
     STARTED.load(SeqCst)
 }
 
-/// Workers that reached their loop and later trapped.
+/// Workers that reached their loop and later trapped, or were lost to a
+/// stalled job.
 pub fn died() -> usize {
     DIED.load(SeqCst)
+}
+
+/// Sets what is done with a worker a stalled job gave up on (the bindings
+/// terminate it); called once, before the first job.
+pub fn on_lost(f: fn(usize)) {
+    ON_LOST.store(f as usize, SeqCst);
+}
+
+/// Counts one chunk of job `epoch` done, unless a newer job has started.
+fn count_done(epoch: u32) {
+    let mut w = DONE.load(SeqCst);
+    while (w >> 32) as u32 == epoch {
+        match DONE.compare_exchange(w, w + 1, SeqCst, SeqCst) {
+            Ok(_) => return,
+            Err(now) => w = now,
+        }
+    }
 }
 
 /// A worker's whole life: it never returns (the worker is terminated with
@@ -93,7 +144,7 @@ pub fn worker_loop(index: usize) -> ! {
         }
         seen = now;
         if index < LIMIT.load(SeqCst) {
-            help();
+            help(Some(index));
         }
     }
 }
@@ -109,20 +160,28 @@ pub fn on_worker() -> bool {
 /// after a trap this thread's Rust state is not to be trusted.
 pub fn worker_died() {
     DIED.fetch_add(1, SeqCst);
-    if IN_CHUNK.with(|c| c.get()) {
-        BROKEN.store(1, SeqCst);
-        DONE.fetch_add(1, SeqCst);
+    if let Some(epoch) = IN_CHUNK.with(|c| c.get()) {
+        if EPOCH.load(SeqCst) == epoch {
+            BROKEN.store(1, SeqCst);
+        }
+        count_done(epoch);
     }
 }
 
-/// Claims and runs chunks of the current job until none is left.
-fn help() {
+/// Claims and runs chunks of the current job until none is left; `worker`
+/// is the kernel worker's index (`None` on the caller).
+fn help(worker: Option<usize>) {
+    let slot = worker.and_then(|i| HOLDING.get(i).zip(LOST.get(i)));
     loop {
+        if slot.is_some_and(|(_, lost)| lost.load(SeqCst) != 0) {
+            return;
+        }
         let word = CLAIM.load(SeqCst);
         let next = word & CLOSED;
         if next == CLOSED {
             return;
         }
+        let epoch = (word >> 32) as u32;
         // Read after the word: if the job changes before the swap below,
         // the word's epoch changes with it and the swap fails.
         let count = COUNT.load(SeqCst);
@@ -131,19 +190,28 @@ fn help() {
         if next as usize >= count {
             return;
         }
+        // Announced before the claim, so a caller giving up on a stalled
+        // job cannot miss a chunk this worker is about to hold.
+        if let Some((holding, _)) = slot {
+            holding.store(u64::from(epoch) + 1, SeqCst);
+        }
         if CLAIM
             .compare_exchange(word, word + 1, SeqCst, SeqCst)
             .is_ok()
         {
             // SAFETY: RUN holds a `Runner` stored by `run` for this epoch,
-            // and the job's caller waits for this chunk before returning.
-            IN_CHUNK.with(|c| c.set(true));
+            // and the job's caller waits for this chunk before returning
+            // (or, after the stall deadline, gives up on it: module doc).
+            IN_CHUNK.with(|c| c.set(Some(epoch)));
             unsafe {
                 let f: Runner = std::mem::transmute::<usize, Runner>(run);
                 f(ctx, next as usize);
             }
-            IN_CHUNK.with(|c| c.set(false));
-            DONE.fetch_add(1, SeqCst);
+            IN_CHUNK.with(|c| c.set(None));
+            count_done(epoch);
+        }
+        if let Some((holding, _)) = slot {
+            holding.store(0, SeqCst);
         }
     }
 }
@@ -157,6 +225,13 @@ pub enum Ran {
     /// A worker died inside a chunk; every other chunk is done, so nothing
     /// still writes the caller's data, but the result is incomplete.
     Broken,
+    /// No chunk finished within the stall deadline: the workers holding the
+    /// missing ones were marked lost and handed to the bindings to
+    /// terminate. `ms` is how long the job waited without progress.
+    Lost {
+        workers: usize,
+        ms: u64,
+    },
 }
 
 /// Runs chunks `0..count` of `ctx` on this thread and up to `workers`
@@ -176,21 +251,62 @@ pub unsafe fn run(count: usize, workers: usize, runner: Runner, ctx: usize) -> R
     CTX.store(ctx, SeqCst);
     COUNT.store(count, SeqCst);
     LIMIT.store(workers, SeqCst);
-    DONE.store(0, SeqCst);
+    DONE.store(base, SeqCst);
     CLAIM.store(base, SeqCst);
     EPOCH.store(epoch, SeqCst);
     // SAFETY: EPOCH is a live atomic in the shared memory.
     unsafe {
         ::core::arch::wasm32::memory_atomic_notify(EPOCH.as_ptr().cast(), workers as u32);
     }
-    help();
-    while DONE.load(SeqCst) < count {
+    let clock = crate::platform::Clock::new();
+    help(None);
+    let deadline = STALL_FLOOR_MS + STALL_FACTOR * clock.ms();
+    let done = || (DONE.load(SeqCst) & u64::from(u32::MAX)) as usize;
+    let (mut seen, mut since, mut spins) = (done(), clock.ms(), 0u32);
+    let mut stalled = None;
+    while done() < count {
         std::hint::spin_loop();
+        spins = spins.wrapping_add(1);
+        // The clock is a call out to the page: looked at now and then.
+        if spins % 1024 == 0 {
+            let (now, d) = (clock.ms(), done());
+            if d != seen {
+                (seen, since) = (d, now);
+            } else if now - since > deadline {
+                stalled = Some((now - since) as u64);
+                break;
+            }
+        }
     }
     CLAIM.store(base | CLOSED, SeqCst);
+    if let Some(ms) = stalled {
+        let workers = give_up(epoch);
+        BROKEN.store(0, SeqCst);
+        BUSY.store(0, SeqCst);
+        return Ran::Lost { workers, ms };
+    }
     BUSY.store(0, SeqCst);
     if BROKEN.swap(0, SeqCst) != 0 {
         return Ran::Broken;
     }
     Ran::Done
+}
+
+/// Marks the workers holding a chunk of job `epoch` lost and hands each to
+/// the bindings (which terminate it); returns how many there were.
+fn give_up(epoch: u32) -> usize {
+    let hook = ON_LOST.load(SeqCst);
+    let mut n = 0;
+    for (i, (holding, lost)) in HOLDING.iter().zip(&LOST).enumerate() {
+        if holding.load(SeqCst) == u64::from(epoch) + 1 && lost.swap(1, SeqCst) == 0 {
+            n += 1;
+            DIED.fetch_add(1, SeqCst);
+            if hook != 0 {
+                // SAFETY: ON_LOST only ever holds a `fn(usize)` (`on_lost`).
+                let f: fn(usize) = unsafe { std::mem::transmute::<usize, fn(usize)>(hook) };
+                f(i);
+            }
+        }
+    }
+    n
 }

@@ -2,9 +2,9 @@
 // disposal and the GPU kernel, in headless Chromium.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { closeSync, cpSync, ftruncateSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { closeSync, cpSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { harness, ORT_BASE, OUT, ROOT, start, TINY } from "./lib.mjs";
+import { compare, fixture, harness, nativeDecisions, ORT_BASE, OUT, ROOT, start, TINY } from "./lib.mjs";
 
 let ctx;
 before(async () => {
@@ -85,6 +85,58 @@ test("WebGPU disabled: auto runs an int4 model on our own runtime and a float on
       assert.equal(info.backend, "wasm");
       assert.match(info.backendReason, /WebGPU unavailable: .*falling back to the WASM backend \(a float graph: the cpu backend computes int4 graphs\)/);
     }
+  } finally {
+    await noGpu.close();
+  }
+});
+
+// Made by the rust part's models step (scripts/hf_onnx.py --tiny).
+const HF = "hf-qwen3-tiny-random";
+const hfMissing = !existsSync(join(ROOT, "models", HF, "onnx", "model_q4.onnx")) && `models/${HF} is made by the rust part (scripts/hf_onnx.py --tiny)`;
+
+test("an onnx-community folder (onnx/model_q4.onnx, no model.onnx) loads from its folder URL and from its graph URL, gives native ONNX Runtime's decisions on the same file, and auto without WebGPU runs it on the WASM backend saying which operator the cpu backend lacks", { skip: hfMissing }, async () => {
+  const states = fixture().slice(0, 3);
+  const native = nativeDecisions(`${HF}/onnx/model_q4.onnx`);
+  const noGpu = await start({ webgpu: false });
+  try {
+    const r = await inPage(async ({ Engine }, { ORT_BASE, hf, states }) => {
+      const out = {};
+      const run = async (name, source, backend) => {
+        try {
+          const e = await Engine.load(source, { backend, ortBase: ORT_BASE });
+          const decisions = [];
+          for (const s of states) {
+            const st = await e.prefill(s);
+            for (const d of await st.scoreAll(s.criteria)) decisions.push([`${s.id}/${d.id}`, d]);
+            await st.dispose();
+          }
+          const info = e.info();
+          out[name] = { decisions, backend: info.backend, reason: info.backendReason, files: info.files.map((f) => [f.role, f.url.split(`/${hf}/`)[1]]) };
+          await e.dispose();
+        } catch (e) {
+          out[name] = { code: e.code, field: e.field, message: e.message };
+        }
+      };
+      await run("folder", `/models/${hf}/`, "wasm");
+      await run("graph", `/models/${hf}/onnx/model_q4.onnx`, "wasm");
+      await run("auto", `/models/${hf}/`, "auto");
+      await run("cpu", `/models/${hf}/`, "cpu");
+      return out;
+    }, { hf: HF, states }, noGpu);
+    for (const name of ["folder", "graph", "auto"]) {
+      const x = r[name];
+      assert.ok(x.decisions, `${name}: ${JSON.stringify(x)}`);
+      assert.equal(x.backend, "wasm", name);
+      assert.deepEqual(x.files.filter(([role]) => role === "graph"), [["graph", "onnx/model_q4.onnx"]], name);
+      const { worst, changed } = compare(new Map(x.decisions), native);
+      console.log(`# ${name}: ${x.decisions.length} criteria, max |Δp| vs native ONNX Runtime on the same file ${worst.toExponential(2)}`);
+      assert.deepEqual(changed, [], name);
+      assert.ok(worst <= 1e-3, `${name}: max |Δp| ${worst}`);
+    }
+    assert.match(r.auto.reason, /WebGPU unavailable: .*falling back to the cpu backend .*; the cpu backend does not compute this graph \(.*Range.*\), so the WASM backend runs it/);
+    // Asked for by name, the cpu backend refuses it by name.
+    assert.equal(r.cpu.code, "graph_unsupported", JSON.stringify(r.cpu));
+    assert.match(r.cpu.message, /Range/);
   } finally {
     await noGpu.close();
   }
@@ -414,6 +466,45 @@ test("a directory load is refused from each file's content-length before its bod
   assert.equal(k.limit, 64 * 2 ** 20);
   assert.ok(!(k.loaded.tokenizer > 0), JSON.stringify(k.loaded));
   assert.deepEqual(r.after, ["cpu", 2]);
+});
+
+test("a graph of 300,000 nodes is refused from its wire count before onnxruntime-web or our runtime decodes it; the page then loads and scores", async () => {
+  // 300,000 empty nodes: 600 kB served, hundreds of MB once decoded.
+  const graph = Buffer.alloc(600_000);
+  for (let i = 0; i < graph.length; i += 2) graph[i] = 0x0a; // GraphProto.node (1), empty
+  const len = [];
+  for (let n = graph.length; ; n >>= 7) {
+    if (n < 0x80) { len.push(n); break; }
+    len.push((n & 0x7f) | 0x80);
+  }
+  const dir = join(OUT, "dir-many-nodes");
+  cpSync(join(ROOT, "models", TINY), dir, { recursive: true });
+  writeFileSync(join(dir, "model.onnx"), Buffer.concat([Buffer.from([0x3a, ...len]), graph])); // ModelProto.graph (7)
+  const r = await inPage(async ({ Engine }, { ORT_BASE, tiny }) => {
+    const out = {};
+    for (const backend of ["wasm", "cpu", "auto"]) {
+      try {
+        await Engine.load("/target/browser/dir-many-nodes/", { backend, ortBase: ORT_BASE });
+        out[backend] = "loaded";
+      } catch (e) {
+        out[backend] = { code: e.code, field: e.field, limit: e.limit, message: e.message };
+      }
+    }
+    const e = await Engine.load(`/models/${tiny}/`, { backend: "wasm", ortBase: ORT_BASE });
+    const s = await e.prefill({ evidence: "The lamp in the hall is red." });
+    const d = await s.score({ id: "c", question: "What colour is the lamp?", options: [{ id: "red", description: "Red" }, { id: "blue", description: "Blue" }] });
+    out.after = [e.info().backend, d.probs.length];
+    await s.dispose();
+    await e.dispose();
+    return out;
+  }, { ORT_BASE, tiny: TINY });
+  for (const backend of ["wasm", "cpu", "auto"]) {
+    const x = r[backend];
+    assert.equal(x.code, "too_large", `${backend}: ${JSON.stringify(x)}`);
+    assert.equal(x.field, "model.onnx (nodes)");
+    assert.equal(x.limit, 250000);
+  }
+  assert.deepEqual(r.after, ["wasm", 2]);
 });
 
 test("a letter that is not one token, and non-finite logits, give Errors that name them; the next call succeeds", async () => {

@@ -16,11 +16,11 @@ function readoutBin() {
   return bin;
 }
 
-/** The native engine's decisions on the fixture (readout evaluate), or on `fixturePath`. */
+/** The native engine's decisions on the fixture (readout evaluate), or on `fixturePath`; `model` is a path under models/. */
 export function nativeDecisions(model, args = [], fixturePath = "tests/fixtures/authored.jsonl") {
   mkdirSync(OUT, { recursive: true });
   const tag = fixturePath.split("/").pop().replace(/\.jsonl$/, "");
-  const out = join(OUT, `native-${model}-${tag}${args.map((a) => a.replace(/^--/, "-")).join("")}.json`);
+  const out = join(OUT, `native-${model.replaceAll("/", "_")}-${tag}${args.map((a) => a.replace(/^--/, "-")).join("")}.json`);
   execFileSync(readoutBin(), ["evaluate", fixturePath, "--model", `models/${model}`, "--threads", "2", "--out", out, ...args], { cwd: ROOT, stdio: ["ignore", "ignore", "inherit"] });
   const rep = JSON.parse(readFileSync(out, "utf8"));
   return new Map(rep.rows.map((r) => [`${r.state}/${r.decision.id}`, r.decision]));

@@ -174,7 +174,58 @@ test("threaded build: a kernel worker that panics inside its piece fails that jo
   assert.deepEqual(r.decisions, (await score("threads", states, 1)).decisions);
   console.log(`# after: ${r.info.runtime}`);
   assert.equal(r.info.threads, 1);
-  assert.match(r.info.runtime, /2 asked: this thread and 1 worker; 1 kernel worker stopped since \(a panic\), so 1 run/);
+  assert.match(r.info.runtime, /2 asked: this thread and 1 worker; 1 kernel worker stopped since \(a panic, or no answer within the stall deadline\), so 1 run/);
+});
+
+// A worker that stops without trapping (terminated, or hung) leaves
+// nothing to catch: the caller's stall deadline is all that ends the job.
+test("threaded build: a kernel worker that stops answering inside its piece fails that job after the stall deadline, is terminated, and the engine scores on with the rest", { timeout: 120_000 }, async () => {
+  const states = fixture().slice(0, 1);
+  const log = [];
+  const page = await harness(ctx, log, { build: "threads" });
+  let r;
+  try {
+    r = await page.evaluate(async ({ source, s }) => {
+      const { Engine } = window.readout;
+      const { poolHangTest, poolHangTicks } = await import("/pkg-diagnostics/readout.js");
+      const engine = await Engine.load(source, { backend: "cpu", threads: 3 });
+      const fault = poolHangTest();
+      // The browser carries the termination out once the page yields.
+      const ticks = [];
+      for (let i = 0; i < 4; i++) {
+        ticks.push(poolHangTicks());
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+      fault.ticks = ticks;
+      const state = await engine.prefill(s);
+      const decisions = [];
+      for (const d of await state.scoreAll(s.criteria)) decisions.push([`${s.id}/${d.id}`, d.probs.map((p) => p.p)]);
+      await state.dispose();
+      const info = engine.info();
+      await engine.dispose();
+      return { fault, decisions, info };
+    }, { source: `/models/${TINY}/`, s: states[0] });
+  } catch (e) {
+    throw new Error(`${e.message}\n${log.join("\n")}`);
+  } finally {
+    await page.close();
+  }
+  console.log(`# a worker stopped answering: ${r.fault.lost} (${r.fault.lostMs.toFixed(0)} ms)`);
+  assert.match(r.fault.lost ?? "", /1 kernel worker stopped answering inside this operation \(\d+ ms without progress; terminated, or hung\)/);
+  // The deadline: 5 s floor plus 20x the caller's share (2 s at most here).
+  assert.ok(r.fault.lostMs >= 5000 && r.fault.lostMs < 60_000, `${r.fault.lostMs} ms`);
+  // Terminated within 3 s of the page yielding: the hung piece's count
+  // stops moving (it would loop for 30 s otherwise).
+  console.log(`# the hung piece's loop count, a second apart after the job: ${r.fault.ticks.join(", ")}`);
+  assert.equal(r.fault.ticks[3], r.fault.ticks[2], `the hung piece kept running: its worker was not terminated (${r.fault.ticks})`);
+  assert.equal(r.fault.second ?? null, null);
+  assert.equal(r.fault.done, 64);
+  // Two of three threads remain, and the engine says so and scores as a
+  // 2-thread engine of the same build does.
+  console.log(`# after: ${r.info.runtime}`);
+  assert.equal(r.info.threads, 2);
+  assert.match(r.info.runtime, /3 asked: this thread and 2 workers; 1 kernel worker stopped since \(a panic, or no answer within the stall deadline\), so 2 run/);
+  assert.deepEqual(r.decisions, (await score("threads", states, 2)).decisions);
 });
 
 test("a page that is not cross-origin isolated: select.js says the threaded build cannot run and why, and the single-thread build runs one thread and says why", async () => {

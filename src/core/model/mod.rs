@@ -5,5 +5,6 @@
 pub mod backend_choice;
 pub mod config;
 pub mod head_rows;
+pub mod layout;
 pub mod models_json;
 pub mod slot_map;
