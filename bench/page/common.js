@@ -5,7 +5,7 @@ import { defaultThreads, limits } from "/pkg-diagnostics/readout.js";
 export const ORT_BASE = "/node_modules/onnxruntime-web/dist/";
 export const TJS_ORT_BASE = "/node_modules/@huggingface/transformers/node_modules/onnxruntime-web/dist/";
 export const VARIANTS = { stock: "", trimmed: "-trimmed", pruned: "-trimmed-pruned" };
-export const COLORS = { stock: "#c2362f", trimmed: "#e0912f", pruned: "#2f6fdf", "transformers.js": "#7b4fb8", native: "#23865a" };
+export const COLORS = { stock: "#c2362f", trimmed: "#e0912f", pruned: "#2f6fdf", "transformers.js": "#7b4fb8", wllama: "#8a6d1f", native: "#23865a" };
 export const MASS_WIDTH = 151936;
 
 export const $ = (id) => document.getElementById(id);
@@ -38,6 +38,7 @@ export function config() {
     transformers: q.get("transformers") !== "0",
     mass: q.get("mass") !== "0",
     modes: q.get("modes") !== "0",
+    wllama: q.get("wllama") || null,
   };
 }
 

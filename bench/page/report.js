@@ -2,7 +2,7 @@
 import { fitRatio, maxAbsDiff } from "./compare.mjs";
 import { $, COLORS } from "./common.js";
 
-export function compare(cfg, variants, tjs) {
+export function compare(cfg, variants, tjs, wllama) {
   const by = Object.fromEntries(variants.map((v) => [v.variant, v]));
   const ratios = [];
   const base = by.stock;
@@ -27,6 +27,19 @@ export function compare(cfg, variants, tjs) {
       });
     }
   }
+  // wllama reads other weights (its own GGUF's Q4_1, not our files) and its
+  // top tokens rather than our letters: the times compare, the probabilities do not.
+  if (wllama) {
+    for (const v of variants) {
+      ratios.push({
+        what: `${v.variant} vs wllama`, faster: v.variant, slower: "wllama",
+        per_length: wllama.median_ms.map((m, i) => m / v.median_ms[i]),
+        at_45_tokens_by_fit: fitRatio(wllama.fit, v.fit),
+        max_abs_dp: null,
+        bytes_read_back: { [v.variant]: v.bytes_read_back },
+      });
+    }
+  }
   return ratios;
 }
 
@@ -36,13 +49,13 @@ function fmt(x, d = 1) {
 
 export function render(result) {
   const { lengths } = result;
-  const rows = [...result.variants, ...(result.transformers ? [result.transformers] : [])];
+  const rows = [...result.variants, ...(result.transformers ? [result.transformers] : []), ...(result.wllama ? [result.wllama] : [])];
   const t = $("table");
   t.innerHTML = `<thead><tr><th>variant</th>${lengths.map((n) => `<th>n=${n}</th>`).join("")}<th>fixed ms</th><th>ms / token</th><th>R²</th><th>bytes back (n=${lengths.at(-1)})</th></tr></thead>`;
   const body = document.createElement("tbody");
   for (const v of rows) {
     const tr = document.createElement("tr");
-    tr.innerHTML = `<td><span class="swatch" style="background:${COLORS[v.variant]}"></span>${v.variant === "transformers.js" ? "transformers.js (stock)" : v.id}</td>` +
+    tr.innerHTML = `<td><span class="swatch" style="background:${COLORS[v.variant]}"></span>${v.variant === "transformers.js" ? "transformers.js (stock)" : v.variant === "wllama" ? `wllama ${v.version} (${v.id})` : v.id}</td>` +
       v.median_ms.map((m) => `<td class="num">${fmt(m)}</td>`).join("") +
       `<td class="num">${fmt(v.fit?.fixed_ms)}</td><td class="num">${fmt(v.fit?.per_token_ms, 2)}</td><td class="num">${fmt(v.fit?.r2, 4)}</td><td class="num">${(v.bytes_read_back.at(-1) ?? 0).toLocaleString()}</td>`;
     body.append(tr);
@@ -53,7 +66,7 @@ export function render(result) {
   const rb = document.createElement("tbody");
   for (const c of result.ratios) {
     const tr = document.createElement("tr");
-    tr.innerHTML = `<td>${c.what}</td>${c.per_length.map((x) => `<td class="num">${fmt(x, 2)}×</td>`).join("")}<td class="num">${fmt(c.at_45_tokens_by_fit, 2)}×</td><td class="num">${c.max_abs_dp.toExponential(1)}</td>`;
+    tr.innerHTML = `<td>${c.what}</td>${c.per_length.map((x) => `<td class="num">${fmt(x, 2)}×</td>`).join("")}<td class="num">${fmt(c.at_45_tokens_by_fit, 2)}×</td><td class="num">${c.max_abs_dp == null ? "other weights" : c.max_abs_dp.toExponential(1)}</td>`;
     rb.append(tr);
   }
   if (result.allowed_mass) {

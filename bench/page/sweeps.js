@@ -3,6 +3,7 @@
 import * as readout from "/pkg-diagnostics/readout.js";
 import { ORT_BASE, TJS_ORT_BASE, VARIANTS, log, softmax, timed } from "./common.js";
 import { sweepEngine as sweepOne, sweepLoop } from "./sweep_engine.mjs";
+import { sweepWllama as sweepW } from "./wllama.js";
 
 export async function sweepEngine(cfg, variant) {
   const id = cfg.model + VARIANTS[variant];
@@ -72,4 +73,9 @@ export async function sweepTransformers(cfg, ids, letterIds) {
   } finally {
     await model.dispose();
   }
+}
+
+/** wllama on the GGUF at `gguf` (a URL), the same lengths and prefix. */
+export async function sweepWllama(cfg, gguf) {
+  return sweepW(readout, cfg, gguf, sweepLoop);
 }

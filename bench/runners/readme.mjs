@@ -20,6 +20,7 @@ const kind = (f) => {
     if (r.benchmark === "native-variants") return "variants";
     if (r.rows && r.best && /^bash bench\/(runners\/)?decisions\.sh$/.test(r.command)) return "decisions";
     if (r.study === "threads") return "threads";
+    if (r.study === "engines") return "engines";
     if (r.study === "dot-peak") return "dot-peak";
     if (r.benchmark === "test-suite") return "test-suite";
   } catch {
@@ -126,6 +127,30 @@ if (threads.length) {
     out += `| max \\|Δp\\| threaded vs single build | ${r.max_abs_dp.threaded_vs_single_build} | |\n\n`;
   }
 }
+/** The engines side by side (bench/runners/wllama.mjs), as one table per thread count. */
+function enginesTable(f) {
+  const r = JSON.parse(readFileSync(f, "utf8"));
+  let t = `${r.model}, ${r.prefix_tokens}-token prefix, suffixes of ${r.lengths.join(", ")} tokens, medians of ${r.runs} runs, on ${r.machine.model} (${r.machine.cpus} cores), \`${f.split("/").pop()}\`:\n\n`;
+  t += "| threads | engine | prefill tok/s | ms / suffix token | 1-token suffix ms | × ours per token |\n|---|---|---|---|---|---|\n";
+  for (const p of r.per_threads) {
+    const ours = p.rows[0];
+    for (const x of [...p.rows, ...p.native.map((n) => ({ ...n, one_token_ms: n.median_ms[0] }))]) {
+      t += `| ${p.threads} | ${x.label} | ${x.prefill_tokens_per_s.toFixed(1)} | ${x.fit.per_token_ms.toFixed(2)} | ${x.one_token_ms.toFixed(1)} | ${(x.fit.per_token_ms / ours.fit.per_token_ms).toFixed(2)} |\n`;
+    }
+  }
+  t += "\n| threads | wllama ÷ ours: prefill | per token | 1-token suffix | ours ÷ fastest native per token |\n|---|---|---|---|---|\n";
+  for (const p of r.per_threads) {
+    const q = p.ratios;
+    t += `| ${p.threads} | ${q.wllama_over_ours_prefill.toFixed(1)}× | ${q.wllama_over_ours_per_token.toFixed(1)}× | ${q.wllama_over_ours_one_token.toFixed(1)}× | ${q.ours_over_fastest_native_per_token.toFixed(2)}× (${q.fastest_native}) |\n`;
+  }
+  t += `\nGoals: wllama ÷ ours ${r.goals.wllama_over_ours}; ours ÷ fastest native ${r.goals.ours_over_fastest_native_per_token}. wllama runs its own GGUF (${r.gguf.file}, the file our SmolLM2 builds are made from) and reads the last row's top tokens; ours reads the letters. \`${r.command}\`\n`;
+  return t;
+}
+const engines = by("engines");
+if (engines.length) {
+  out += "## Browser engines side by side: ours, wllama, transformers.js, native ONNX Runtime\n\n";
+  for (const f of engines) out += enginesTable(f) + "\n";
+}
 const peaks = by("dot-peak");
 if (peaks.length) {
   out += `## The int8 product kernel against its instruction's peak
@@ -167,16 +192,25 @@ if (suites.length) {
 const other = files.filter((f) => kind(f) === "other");
 out += `## Other result files\n\nWritten by the native benchmarks and \`readout evaluate\`; quoted in \`docs/measurements.md\`:\n\n${other.map((f) => `- \`${f}\``).join("\n")}\n`;
 const target = join(bench, "README.md");
+// The front README's comparison: the newest engines result, between markers.
+const front = join(bench, "..", "README.md");
+const frontHave = readFileSync(front, "utf8");
+const [BEGIN, END] = ["<!-- engines table: node bench/runners/readme.mjs -->", "<!-- end of engines table -->"];
+let frontOut = frontHave;
+if (engines.length && frontHave.includes(BEGIN) && frontHave.includes(END)) {
+  frontOut = frontHave.slice(0, frontHave.indexOf(BEGIN) + BEGIN.length) + "\n" + enginesTable(engines.at(-1)) + frontHave.slice(frontHave.indexOf(END));
+}
 if (process.argv.includes("--check")) {
   let have = "";
   try {
     have = readFileSync(target, "utf8");
   } catch {}
-  if (have !== out) {
-    console.error("bench/README.md is stale: run node bench/runners/readme.mjs and commit it");
+  if (have !== out || frontHave !== frontOut) {
+    console.error("bench/README.md or README.md's engines table is stale: run node bench/runners/readme.mjs and commit it");
     process.exit(1);
   }
   process.exit(0);
 }
 writeFileSync(target, out);
+if (frontOut !== frontHave) writeFileSync(front, frontOut);
 console.error(`bench/runners/readme.mjs: wrote bench/README.md (${by("decisions").length} decision tables, ${page.length} page results, ${own.length + pack.length + threads.length} runtime tables, ${other.length} other files)`);

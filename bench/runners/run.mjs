@@ -13,7 +13,7 @@
 //        [--lengths 1,8,16,32,64,96] [--runs 5] [--warmup 1] [--prefix 256]
 //        [--variants stock,trimmed,pruned] [--threads N] [--build single|threads] [--no-native]
 //        [--no-transformers] [--no-mass] [--no-modes] [--out FILE] [--screenshot FILE]
-//        [--timeout-s 3600] [--bin target/release/readout]
+//        [--timeout-s 3600] [--bin target/release/readout] [--wllama /models/gguf/FILE.gguf]
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
@@ -53,6 +53,8 @@ export function parseArgs(argv) {
     out: take("--out", undefined),
     bin: take("--bin", undefined),
     screenshot: take("--screenshot", undefined),
+    // A GGUF's URL on the page server: the same sweep through wllama.
+    wllama: take("--wllama", undefined),
     timeoutS: Number(take("--timeout-s", 3600)),
     native: !flag("--no-native"),
     transformers: !flag("--no-transformers"),
@@ -137,6 +139,7 @@ async function runChromium(o, log) {
     options: o.options, variants: o.variants, threads: o.threads, transformers: o.transformers ? "1" : "0", mass: o.mass ? "1" : "0",
     modes: o.modes ? "1" : "0", autorun: "1", build: o.build,
   });
+  if (o.wllama) query.set("wllama", o.wllama);
   try {
     const page = await browser.newPage({ viewport: { width: 1180, height: 900 } });
     const tail = [];
@@ -193,7 +196,7 @@ function printSummary(r) {
   for (const v of rows) {
     console.log([v.variant, ...v.median_ms.map((m) => m.toFixed(1)), v.fit?.fixed_ms?.toFixed(1), v.fit?.per_token_ms?.toFixed(2), v.fit?.r2?.toFixed(4)].join("\t"));
   }
-  for (const c of r.ratios) console.log(`${c.what}: ${c.per_length.map((x) => x.toFixed(2) + "×").join(" ")}  (45 by fit ${c.at_45_tokens_by_fit?.toFixed(2)}×)  max |Δp| ${c.max_abs_dp.toExponential(1)}`);
+  for (const c of r.ratios) console.log(`${c.what}: ${c.per_length.map((x) => x.toFixed(2) + "×").join(" ")}  (45 by fit ${c.at_45_tokens_by_fit?.toFixed(2)}×)  max |Δp| ${c.max_abs_dp == null ? "(other weights)" : c.max_abs_dp.toExponential(1)}`);
   if (r.allowed_mass) console.log(`allowedMass: JavaScript / engine ${r.allowed_mass.javascript_over_engine.toFixed(2)}×, |Δ| ${r.allowed_mass.abs_diff_allowed_mass.toExponential(1)}`);
   if (r.transformers_error) console.log(`transformers.js: ${r.transformers_error}`);
 }

