@@ -23,3 +23,22 @@ CARGO_BUILD_BUILD_DIR="${CARGO_BUILD_BUILD_DIR:-$READOUT_CACHE/cargo/$(rustc -V 
 # shellcheck disable=SC2034
 NIGHTLY_BUILD_DIR="$READOUT_CACHE/cargo/$NIGHTLY-threads-$_lock"
 unset _lock
+# A build directory is shared by every checkout on the machine, and cargo
+# takes the crate as fresh when this checkout's sources are older than the
+# artifact there, whichever checkout built it: back in an older checkout
+# after a clone had built, a build ran the clone's code (seen: a threaded
+# package whose wasm-bindgen looked for the clone's package.json). So each
+# build directory names the checkout that last used it, and another one
+# marks its own crate changed (its sources' contents are untouched).
+_readout_claim() {
+  local dir=$1 me
+  me=$(pwd -P)
+  mkdir -p "$dir"
+  if [ "$(cat "$dir/.readout-checkout" 2>/dev/null)" != "$me" ] && [ -f src/lib.rs ]; then
+    touch src/lib.rs
+    echo "$me" >"$dir/.readout-checkout"
+  fi
+}
+_readout_claim "$CARGO_BUILD_BUILD_DIR"
+_readout_claim "$NIGHTLY_BUILD_DIR"
+unset -f _readout_claim

@@ -24,6 +24,9 @@ enum Fault {
     /// Runs feeding this many new tokens or more are off (what onnxruntime-web
     /// on SwiftShader was measured to do at 32).
     LongRuns(usize),
+    /// Every logit of every run is 0 (what Hugging Face's float16 SmolLM2
+    /// gave on WebGPU, its norms overflowing).
+    ZeroLogits,
 }
 
 struct Faulty(NativeRuntime, Fault);
@@ -46,6 +49,9 @@ impl Runtime for Faulty {
             Fault::LongRuns(n) if step.input_ids.len() >= n => Some(1),
             _ => None,
         };
+        if let (Fault::ZeroLogits, LogitsData::F32(v)) = (self.1, &mut out.logits.data) {
+            v.fill(0.0);
+        }
         if let (Some(k), LogitsData::F32(v)) = (shift, &mut out.logits.data) {
             // A hash of (past length, index): no two paths share their error.
             for (i, x) in v.iter_mut().enumerate() {
@@ -98,6 +104,28 @@ fn no_agreeing_convention_is_refused_with_the_measured_differences() {
     );
     // The same graph on a sound runtime loads.
     open_engine(&model_path(Q4), &opts()).unwrap();
+}
+
+#[test]
+fn a_graph_that_computes_nothing_is_refused_as_such_not_as_ambiguous() {
+    // All-zero logits make every convention agree with the uncached
+    // forward exactly; the refusal must name the constant logits instead.
+    let dir = ModelDir::open(&model_path(Q4)).unwrap();
+    let rt = Faulty(
+        NativeRuntime::load(&dir.graph, &opts(), [2, 16]).unwrap(),
+        Fault::ZeroLogits,
+    );
+    let err = match block_on(Engine::new(rt, dir.assets().unwrap())) {
+        Ok(e) => panic!("all-zero logits must be refused: {:?}", e.proof()),
+        Err(e) => e,
+    };
+    assert_eq!(err.info().code, "proof");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("probe logits are all 0: the graph computes nothing on this device"),
+        "{msg}"
+    );
+    assert!(!msg.contains("position conventions agree"), "{msg}");
 }
 
 #[test]

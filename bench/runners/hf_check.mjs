@@ -100,6 +100,33 @@ for (const v of ["q4", "q4f16"]) {
   log(`model_${v}.onnx vs the builder's ${v}: max |Δp| ${Math.max(...dps).toExponential(2)}, median ${median(dps).toExponential(2)}, ${changes} of ${dps.length} answers differ`);
 }
 
+// Each int4 file against the float32 computation of the same weights (the
+// builder's float32 graph, which Optimum's float32 export equals within
+// 3.8e-7 on the tiny model: tests/hf_layout.rs). Two int4 quantisations of
+// one float model differ by at most the sum of their own distances to it,
+// criterion by criterion; this is that decomposition, measured.
+{
+  const fp32 = byKey(evaluate(`models.json#${builder}-fp32`, full, CLOZE, "builder-fp32").report);
+  const against = (rep) => {
+    const dps = [];
+    let changes = 0;
+    for (const [key, d] of byKey(rep)) {
+      const n = fp32.get(key);
+      dps.push(Math.max(...d.probs.map((p) => Math.abs(p.p - n.probs.find((q) => q.id === p.id).p))));
+      if (d.answer !== n.answer) changes++;
+    }
+    return { max_abs_dp: Math.max(...dps), median_abs_dp: median(dps), argmax_changes: changes, criteria: dps.length };
+  };
+  result.native.vs_float32 = {};
+  for (const v of ["q4", "q4f16"]) {
+    for (const [name, tag] of [[`model_${v}.onnx`, `hf-model_${v}.onnx-ort`], [`builder ${builder}-${v}`, `hf-builder-${v}`]]) {
+      result.native.vs_float32[name] = against(JSON.parse(readFileSync(join(ROOT, "target", "bench", `${tag}.json`), "utf8")));
+      const x = result.native.vs_float32[name];
+      log(`${name} vs float32: max |Δp| ${x.max_abs_dp.toExponential(2)}, median ${x.median_abs_dp.toExponential(2)}, ${x.argmax_changes} answers differ`);
+    }
+  }
+}
+
 // A catalog beside the files (below its own folder, as catalogs must be).
 const sha = (p) => createHash("sha256").update(readFileSync(p)).digest("hex");
 const config = JSON.parse(readFileSync(join(ROOT, dir, "config.json"), "utf8"));

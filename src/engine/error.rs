@@ -23,6 +23,11 @@ pub enum EngineError {
     },
     #[error("load-time proof failed: {0}")]
     Proof(String),
+    /// The probe's uncached forward computed nothing (every logit one
+    /// value): refused at once, since no run length or convention can make
+    /// such a graph exact.
+    #[error("load-time proof failed: {0}")]
+    ProofDegenerate(String),
     #[error("state {0}: no such state (it was disposed, or never prefilled on this engine)")]
     UnknownState(u64),
     #[error("prefix {0}: no such prefix (it was disposed, or never made on this engine)")]
@@ -72,7 +77,7 @@ impl EngineError {
             Self::Runtime(e) => e.info(),
             Self::ModelFile { .. } => I::new("model_file"),
             Self::OutsideRoot { role, .. } => I::new("outside_root").field(role.clone()),
-            Self::Proof(_) => I::new("proof"),
+            Self::Proof(_) | Self::ProofDegenerate(_) => I::new("proof"),
             Self::UnknownState(_) => I::new("unknown_state").field("state"),
             Self::UnknownPrefix(_) => I::new("unknown_prefix").field("prefix"),
             Self::PrefixInUse { children, .. } => {

@@ -199,6 +199,28 @@ fn finite(read: &RowRead) -> Result<(), EngineError> {
     Ok(())
 }
 
+/// Refuses a probe whose letter logits are all one value: a graph that
+/// computes nothing (every logit 0) makes every position convention agree
+/// with the uncached forward, and the real cause would be reported as an
+/// ambiguous graph. Measured: Hugging Face's float16 conversion of
+/// SmolLM2-135M computes RMSNorm's mean of squares in float16, hidden
+/// values reach 4,215 (squares past float16's 65,504), and on WebGPU, which
+/// computes float16 natively, every logit came out exactly 0.
+fn varies(read: &RowRead) -> Result<(), EngineError> {
+    let l = &read.slots.logits;
+    if let Some(&first) = l.first() {
+        if l.len() > 1 && l.iter().all(|&v| v == first) {
+            return Err(EngineError::ProofDegenerate(format!(
+                "the uncached forward's {} probe logits are all {first}: the graph computes \
+                 nothing on this device (a float16 overflow, e.g. a norm's mean of squares \
+                 past 65,504, zeroes every logit)",
+                l.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn check_dims(dims: &[usize], fed: usize, what: &str) -> Result<bool, EngineError> {
     match dims.get(1) {
         Some(1) => Ok(false),
