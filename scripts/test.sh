@@ -10,6 +10,8 @@
 #             wasm32 build), the README's tables, the documents' references
 #   rust      cargo test: every native test, tiny models (and Hugging
 #             Face's conversion of the tiny weights)
+#   python    the Python package (python/, PyO3 + maturin) built into .venv
+#             and its tests against the CLI (python/tests/)
 #   package   the npm package's four wasm builds, tsc against its types, and
 #             the package installed and scoring in Node.js (tests/node/)
 #   chromium  the browser tests in headless Chromium (WebGPU via SwiftShader,
@@ -26,12 +28,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-ALL=(gates rust package chromium deno firefox)
+ALL=(gates rust python package chromium deno firefox)
 parts=()
 for a in "$@"; do
   case "$a" in
     --list) printf '%s\n' "${ALL[@]}"; exit 0 ;;
-    gates | rust | package | chromium | deno | firefox) parts+=("$a") ;;
+    gates | rust | python | package | chromium | deno | firefox) parts+=("$a") ;;
     *) echo "test.sh: unknown part '$a' (parts: ${ALL[*]}; --list)" >&2; exit 2 ;;
   esac
 done
@@ -162,7 +164,9 @@ fixtures_step() {
 
 gates_step() {
   cargo fmt --check
+  cargo fmt --check --manifest-path python/Cargo.toml
   cargo clippy --locked --all-targets -- -D warnings
+  cargo clippy --locked --manifest-path python/Cargo.toml -- -D warnings
   cargo clippy --locked --target wasm32-unknown-unknown --lib -- -D warnings
   cargo clippy --locked --target wasm32-unknown-unknown --lib --features diagnostics -- -D warnings
   # The threaded build compiles code (the worker pool) no other gate sees.
@@ -176,6 +180,13 @@ gates_step() {
 
 rust_step() {
   cargo test --locked -- --test-threads 2
+}
+
+# The Python package: maturin builds the extension (release, the engine's
+# own code) and installs it into .venv; its tests compare it with the CLI.
+python_step() {
+  VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --locked --release -m python/Cargo.toml
+  .venv/bin/python -m unittest discover -s python/tests -v
 }
 
 # The package in Node.js (no browser): installed into a scratch folder, scoring on disk's models.
@@ -203,6 +214,10 @@ fi
 if wants rust; then
   need_models
   step rust rust_step
+fi
+if wants python; then
+  need_models
+  step python python_step
 fi
 if wants package; then
   need_pkg

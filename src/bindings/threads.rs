@@ -61,7 +61,7 @@ pub async fn ensure(threads: usize) -> Result<(), LoadError> {
         return Ok(());
     }
     SPAWNED.store(want, SeqCst);
-    workers::on_lost(terminate);
+    workers::set_hooks(js_sys::Date::now, terminate);
     // On failure the count falls back to the workers that did start, so a
     // later load tries again for the rest instead of trusting this one.
     let failed = |e: JsValue| {

@@ -30,8 +30,11 @@
 //! nothing more. A merely hung one is stopped once the page thread yields
 //! (Chromium carries a termination out from the page's event loop), so one
 //! that woke inside that window could still write the caller's buffers:
-//! the deadline, seconds beyond any real chunk, is what makes that moot. The done count carries its job's epoch, so a
-//! late chunk of an abandoned job can never count towards the next one.
+//! the deadline, seconds beyond any real chunk, is what makes that moot.
+//! The done count carries its job's epoch, so a late chunk of an abandoned
+//! job can never count towards the next one. When a job stalls, every chunk
+//! has been claimed (the caller claims until none is left), so no worker is
+//! between announcing and claiming: only the holders are given up on.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 
@@ -64,6 +67,9 @@ static HOLDING: [AtomicU64; TRACKED] = [const { AtomicU64::new(0) }; TRACKED];
 static LOST: [AtomicU32; TRACKED] = [const { AtomicU32::new(0) }; TRACKED];
 /// What the bindings do with a lost worker (terminate it), as a `fn(usize)`.
 static ON_LOST: AtomicUsize = AtomicUsize::new(0);
+/// The page's clock in milliseconds, as a `fn() -> f64`, from the bindings
+/// (kernels know no platform); without it a job waits with no deadline.
+static NOW_MS: AtomicUsize = AtomicUsize::new(0);
 static COUNT: AtomicUsize = AtomicUsize::new(0);
 static RUN: AtomicUsize = AtomicUsize::new(0);
 static CTX: AtomicUsize = AtomicUsize::new(0);
@@ -98,10 +104,19 @@ pub fn died() -> usize {
     DIED.load(SeqCst)
 }
 
-/// Sets what is done with a worker a stalled job gave up on (the bindings
-/// terminate it); called once, before the first job.
-pub fn on_lost(f: fn(usize)) {
-    ON_LOST.store(f as usize, SeqCst);
+/// Gives the pool the page's clock (`now_ms`, milliseconds), which the
+/// stall deadline reads, and what is done with a worker a stalled job gave
+/// up on (`on_lost`: the bindings terminate it). Set before the first job.
+pub fn set_hooks(now_ms: fn() -> f64, on_lost: fn(usize)) {
+    NOW_MS.store(now_ms as usize, SeqCst);
+    ON_LOST.store(on_lost as usize, SeqCst);
+}
+
+/// The page's clock, where the bindings gave one.
+fn clock() -> Option<fn() -> f64> {
+    let f = NOW_MS.load(SeqCst);
+    // SAFETY: NOW_MS only ever holds a `fn() -> f64` (`set_hooks`).
+    (f != 0).then(|| unsafe { std::mem::transmute::<usize, fn() -> f64>(f) })
 }
 
 /// Counts one chunk of job `epoch` done, unless a newer job has started.
@@ -258,24 +273,27 @@ pub unsafe fn run(count: usize, workers: usize, runner: Runner, ctx: usize) -> R
     unsafe {
         ::core::arch::wasm32::memory_atomic_notify(EPOCH.as_ptr().cast(), workers as u32);
     }
-    let clock = crate::platform::Clock::new();
+    let now = clock();
+    let t0 = now.map_or(0.0, |f| f());
     help(None);
-    let deadline = STALL_FLOOR_MS + STALL_FACTOR * clock.ms();
+    let since_start = |f: fn() -> f64| f() - t0;
+    let deadline = STALL_FLOOR_MS + STALL_FACTOR * now.map_or(0.0, since_start);
     let done = || (DONE.load(SeqCst) & u64::from(u32::MAX)) as usize;
-    let (mut seen, mut since, mut spins) = (done(), clock.ms(), 0u32);
+    let (mut seen, mut since, mut spins) = (done(), now.map_or(0.0, since_start), 0u32);
     let mut stalled = None;
     while done() < count {
         std::hint::spin_loop();
         spins = spins.wrapping_add(1);
         // The clock is a call out to the page: looked at now and then.
-        if spins % 1024 == 0 {
-            let (now, d) = (clock.ms(), done());
-            if d != seen {
-                (seen, since) = (d, now);
-            } else if now - since > deadline {
-                stalled = Some((now - since) as u64);
-                break;
-            }
+        let Some(f) = now.filter(|_| spins % 1024 == 0) else {
+            continue;
+        };
+        let (t, d) = (since_start(f), done());
+        if d != seen {
+            (seen, since) = (d, t);
+        } else if t - since > deadline {
+            stalled = Some((t - since) as u64);
+            break;
         }
     }
     CLAIM.store(base | CLOSED, SeqCst);

@@ -1,0 +1,306 @@
+//! readout's native engine as a Python extension (`readout._readout`).
+//!
+//! This layer converts and does not decide: JSON text in (what `json.dumps`
+//! makes of the caller's dicts), the engine's own serde output out (the
+//! fields the CLI's JSON has), and every refusal as one exception carrying
+//! the engine's error info. The Python package (`readout/__init__.py`)
+//! turns both into dicts and `ReadoutError`. The GIL is released while the
+//! engine loads or computes, so other Python threads run meanwhile.
+
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard};
+
+use pyo3::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use readout::core::spec::criteria::{check_criterion, check_fields};
+use readout::model_dir::{entry_readout, open_model};
+use readout::{
+    Calibration, ClozeScore, Criterion, Debias, ErrorInfo, HostEngine, HostOptions, Mode,
+    PromptStyle, RuntimeKind, ScoreOptions, StateId, StateSpec,
+};
+
+pyo3::create_exception!(
+    _readout,
+    NativeError,
+    pyo3::exceptions::PyException,
+    "A refusal: its argument is JSON {message, code, field, limit}."
+);
+
+/// A refusal as the Python side reads it.
+#[derive(Serialize)]
+struct Refusal {
+    message: String,
+    #[serde(flatten)]
+    info: ErrorInfo,
+}
+
+fn refusal(message: impl std::fmt::Display, info: ErrorInfo) -> Refusal {
+    Refusal {
+        message: message.to_string(),
+        info,
+    }
+}
+
+fn raise(r: Refusal) -> PyErr {
+    NativeError::new_err(serde_json::to_string(&r).unwrap_or_else(|e| e.to_string()))
+}
+
+fn engine_err(e: readout::EngineError) -> Refusal {
+    let info = e.info();
+    refusal(e, info)
+}
+
+fn invalid(what: &str, e: impl std::fmt::Display) -> Refusal {
+    refusal(
+        format!("{what}: {e}"),
+        ErrorInfo::new("invalid_input").field(what),
+    )
+}
+
+/// The readout a call asks for; a field left out takes the model's default
+/// (its models.json entry's, else the rule's), as the CLI's flags do.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Options {
+    mode: Option<Mode>,
+    cloze_score: Option<ClozeScore>,
+    calibration: Option<Calibration>,
+    debias: Option<Debias>,
+    prompt: Option<PromptStyle>,
+}
+
+impl Options {
+    fn parse(json: &str) -> Result<Self, Refusal> {
+        serde_json::from_str(json).map_err(|e| {
+            refusal(
+                format!("options: {e}"),
+                ErrorInfo::new("invalid_option").field("options"),
+            )
+        })
+    }
+
+    fn score(&self, e: &HostEngine) -> ScoreOptions {
+        let d = e.readout_defaults();
+        ScoreOptions {
+            debias: self.debias.unwrap_or_default(),
+            allowed_mass: true,
+            mode: self.mode.unwrap_or(d.mode),
+            cloze_score: self.cloze_score.unwrap_or(d.cloze_score),
+            calibration: self.calibration.unwrap_or(d.calibration),
+        }
+    }
+}
+
+/// One state from its JSON value: field names checked (a typo is named),
+/// then typed, then validated, as the CLI and the browser do.
+fn state_from(value: Value) -> Result<StateSpec, Refusal> {
+    check_fields(&value).map_err(|e| {
+        let info = e.info();
+        refusal(e, info)
+    })?;
+    let state: StateSpec = serde_json::from_value(value).map_err(|e| invalid("state", e))?;
+    state.validate().map_err(|e| {
+        let info = e.info();
+        refusal(e, info)
+    })?;
+    Ok(state)
+}
+
+fn criteria_from(json: &str) -> Result<Vec<Criterion>, Refusal> {
+    let value: Value = serde_json::from_str(json).map_err(|e| invalid("criteria", e))?;
+    let list = value
+        .as_array()
+        .ok_or_else(|| invalid("criteria", "must be a list of criteria"))?;
+    for (i, c) in list.iter().enumerate() {
+        check_criterion(c, &format!("criteria[{i}]")).map_err(|e| {
+            let info = e.info();
+            refusal(e, info)
+        })?;
+    }
+    serde_json::from_value(value).map_err(|e| invalid("criteria", e))
+}
+
+/// One state's outcome in `score_many`: its decisions, or why it was refused.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Outcome {
+    Scored {
+        state: String,
+        decisions: Vec<readout::Decision>,
+    },
+    Refused {
+        state: Option<String>,
+        error: Refusal,
+    },
+}
+
+#[pyclass(module = "readout._readout", frozen)]
+struct NativeEngine {
+    engine: Mutex<HostEngine>,
+}
+
+impl NativeEngine {
+    /// A call that panicked inside the engine leaves the lock poisoned; the
+    /// engine's own state is still whole (every call restores it or fails),
+    /// so later calls go on.
+    fn lock(&self) -> MutexGuard<'_, HostEngine> {
+        self.engine.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+fn runtime_kind(runtime: &str) -> Result<RuntimeKind, Refusal> {
+    match runtime {
+        "ort" => Ok(RuntimeKind::Ort),
+        "own" => Ok(RuntimeKind::Own),
+        other => Err(refusal(
+            format!("runtime {other:?}: \"ort\" (ONNX Runtime) or \"own\" (readout's own kernels)"),
+            ErrorInfo::new("invalid_option").field("runtime"),
+        )),
+    }
+}
+
+#[pymethods]
+impl NativeEngine {
+    /// Loads `model` (a model folder, a graph file, or `models.json#id`)
+    /// and runs the load-time proofs.
+    #[new]
+    #[pyo3(signature = (model, runtime = "ort", threads = None))]
+    fn new(py: Python<'_>, model: PathBuf, runtime: &str, threads: Option<f64>) -> PyResult<Self> {
+        let mut opts = HostOptions {
+            runtime: runtime_kind(runtime).map_err(raise)?,
+            ..HostOptions::default()
+        };
+        if let Some(t) = threads {
+            opts.threads = readout::core::spec::thread_policy::check_threads(
+                t,
+                readout::platform::cores(),
+                "threads",
+            )
+            .map_err(|e| {
+                let info = e.info();
+                raise(refusal(e, info))
+            })?;
+        }
+        let engine = py
+            .detach(|| {
+                let entry = entry_readout(&model)?;
+                open_model(&model, &opts, entry)
+            })
+            .map_err(|e| raise(engine_err(e)))?;
+        Ok(Self {
+            engine: Mutex::new(engine),
+        })
+    }
+
+    /// `engine.info()` with the readout defaults and where they came from,
+    /// as JSON.
+    fn info(&self) -> PyResult<String> {
+        #[derive(Serialize)]
+        struct Info {
+            #[serde(flatten)]
+            engine: readout::EngineInfo,
+            readout_defaults: readout::ReadoutChoice,
+            readout_defaults_from: String,
+        }
+        let e = self.lock();
+        serde_json::to_string(&Info {
+            engine: e.info(),
+            readout_defaults: e.readout_defaults(),
+            readout_defaults_from: e.readout_defaults_from().to_string(),
+        })
+        .map_err(|e| raise(invalid("info", e)))
+    }
+
+    /// Prefills one state (JSON); returns its handle.
+    #[pyo3(signature = (state, options = "{}"))]
+    fn prefill(&self, py: Python<'_>, state: &str, options: &str) -> PyResult<u64> {
+        let value: Value = serde_json::from_str(state).map_err(|e| raise(invalid("state", e)))?;
+        let spec = state_from(value).map_err(raise)?;
+        let opts = Options::parse(options).map_err(raise)?;
+        py.detach(|| {
+            let mut e = self.lock();
+            let style = e.readout_defaults().head_style(opts.prompt, opts.mode);
+            pollster::block_on(e.prefill_with(&spec, style)).map(|id| id.0)
+        })
+        .map_err(|e| raise(engine_err(e)))
+    }
+
+    /// Scores `criteria` (JSON list) against state `state`; the decisions as JSON.
+    #[pyo3(signature = (state, criteria, options = "{}"))]
+    fn score(&self, py: Python<'_>, state: u64, criteria: &str, options: &str) -> PyResult<String> {
+        let criteria = criteria_from(criteria).map_err(raise)?;
+        let opts = Options::parse(options).map_err(raise)?;
+        let decisions = py
+            .detach(|| {
+                let mut e = self.lock();
+                let so = opts.score(&e);
+                pollster::block_on(e.score_all(StateId(state), &criteria, &so))
+            })
+            .map_err(|e| raise(engine_err(e)))?;
+        serde_json::to_string(&decisions).map_err(|e| raise(invalid("decisions", e)))
+    }
+
+    /// Frees state `state`'s cache.
+    fn dispose(&self, state: u64) -> PyResult<()> {
+        self.lock()
+            .dispose(StateId(state))
+            .map_err(|e| raise(engine_err(e)))
+    }
+
+    /// Every state of a JSON list in turn: prefilled, scored on its own
+    /// criteria, disposed. A state that is refused (malformed, too long)
+    /// gets `{state, error}` in its place and the rest go on.
+    #[pyo3(signature = (states, options = "{}"))]
+    fn score_many(&self, py: Python<'_>, states: &str, options: &str) -> PyResult<String> {
+        let values: Vec<Value> =
+            serde_json::from_str(states).map_err(|e| raise(invalid("states", e)))?;
+        let opts = Options::parse(options).map_err(raise)?;
+        let out = py.detach(|| {
+            let mut e = self.lock();
+            let so = opts.score(&e);
+            let style = e.readout_defaults().head_style(opts.prompt, opts.mode);
+            values
+                .into_iter()
+                .map(|v| {
+                    let id = v.get("id").and_then(Value::as_str).map(str::to_string);
+                    let spec = match state_from(v) {
+                        Ok(s) => s,
+                        Err(error) => return Outcome::Refused { state: id, error },
+                    };
+                    let scored = pollster::block_on(async {
+                        let sid = e.prefill_with(&spec, style).await?;
+                        let d = e.score_all(sid, &spec.criteria, &so).await;
+                        e.dispose(sid)?;
+                        d
+                    });
+                    match scored {
+                        Ok(decisions) => Outcome::Scored {
+                            state: spec.id,
+                            decisions,
+                        },
+                        Err(err) => Outcome::Refused {
+                            state: id,
+                            error: engine_err(err),
+                        },
+                    }
+                })
+                .collect::<Vec<_>>()
+        });
+        serde_json::to_string(&out).map_err(|e| raise(invalid("decisions", e)))
+    }
+
+    /// States alive on this engine (each holds its cache until disposed).
+    fn live_states(&self) -> usize {
+        self.lock().live_states()
+    }
+}
+
+#[pymodule]
+fn _readout(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeEngine>()?;
+    m.add("NativeError", m.py().get_type::<NativeError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}
