@@ -146,6 +146,16 @@ function enginesTable(f) {
   t += `\nGoals: wllama ÷ ours ${r.goals.wllama_over_ours}; ours ÷ fastest native ${r.goals.ours_over_fastest_native_per_token}. wllama runs its own GGUF (${r.gguf.file}, the file our SmolLM2 builds are made from) and reads the last row's top tokens; ours reads the letters. \`${r.command}\`\n`;
   return t;
 }
+/** The front README's few lines of it: the ratios, and where the whole table is. */
+function enginesSummary(f) {
+  const r = JSON.parse(readFileSync(f, "utf8"));
+  let t = "| threads | wllama ÷ ours: prefill | per token | ours ÷ fastest native per token |\n|---|---|---|---|\n";
+  for (const p of r.per_threads) {
+    const q = p.ratios;
+    t += `| ${p.threads} | ${q.wllama_over_ours_prefill.toFixed(1)}× | ${q.wllama_over_ours_per_token.toFixed(1)}× | ${q.ours_over_fastest_native_per_token.toFixed(2)}× |\n`;
+  }
+  return t + `\nEvery engine's figures (transformers.js too): \`bench/README.md\`, from \`bench/results/${f.split("/").pop()}\`.\n`;
+}
 const engines = by("engines");
 if (engines.length) {
   out += "## Browser engines side by side: ours, wllama, transformers.js, native ONNX Runtime\n\n";
@@ -198,7 +208,7 @@ const frontHave = readFileSync(front, "utf8");
 const [BEGIN, END] = ["<!-- engines table: node bench/runners/readme.mjs -->", "<!-- end of engines table -->"];
 let frontOut = frontHave;
 if (engines.length && frontHave.includes(BEGIN) && frontHave.includes(END)) {
-  frontOut = frontHave.slice(0, frontHave.indexOf(BEGIN) + BEGIN.length) + "\n" + enginesTable(engines.at(-1)) + frontHave.slice(frontHave.indexOf(END));
+  frontOut = frontHave.slice(0, frontHave.indexOf(BEGIN) + BEGIN.length) + "\n" + enginesSummary(engines.at(-1)) + frontHave.slice(frontHave.indexOf(END));
 }
 if (process.argv.includes("--check")) {
   let have = "";
