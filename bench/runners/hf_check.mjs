@@ -78,6 +78,17 @@ for (const f of ["model_q4.onnx", "model_q4f16.onnx"]) {
 }
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const msPer = (rep) => median(rep.rows.map((r) => r.decision.ms));
+/** Each decision of `rep` against `ref`'s (a byKey map): max and median |Δp|, answers changed. */
+function against(rep, ref) {
+  const dps = [];
+  let changes = 0;
+  for (const [key, d] of byKey(rep)) {
+    const n = ref.get(key);
+    dps.push(Math.max(...d.probs.map((p) => Math.abs(p.p - n.probs.find((q) => q.id === p.id).p))));
+    if (d.answer !== n.answer) changes++;
+  }
+  return { max_abs_dp: Math.max(...dps), median_abs_dp: median(dps), argmax_changes: changes, criteria: dps.length };
+}
 for (const v of ["q4", "q4f16"]) {
   const r = evaluate(`models.json#${builder}-${v}`, full, CLOZE, `builder-${v}`);
   result.native[`builder ${builder}-${v}`] = { criteria: r.report.rows.length, accuracy: accuracy(r.report), ms_per_criterion_median: msPer(r.report) };
@@ -85,19 +96,9 @@ for (const v of ["q4", "q4f16"]) {
   // float weights quantised twice (MatMulNBits symmetric vs the builder's own
   // int4), so the two differ by int4 rounding, measured here per criterion.
   const hf = JSON.parse(readFileSync(join(ROOT, "target", "bench", `hf-model_${v}.onnx-ort.json`), "utf8"));
-  const b = byKey(r.report);
-  const dps = [];
-  let changes = 0;
-  for (const [key, d] of byKey(hf)) {
-    const n = b.get(key);
-    dps.push(Math.max(...d.probs.map((p) => Math.abs(p.p - n.probs.find((q) => q.id === p.id).p))));
-    if (d.answer !== n.answer) changes++;
-  }
-  Object.assign(result.native[`model_${v}.onnx`], {
-    ms_per_criterion_median: msPer(hf),
-    vs_builder: { max_abs_dp: Math.max(...dps), median_abs_dp: median(dps), argmax_changes: changes, criteria: dps.length },
-  });
-  log(`model_${v}.onnx vs the builder's ${v}: max |Δp| ${Math.max(...dps).toExponential(2)}, median ${median(dps).toExponential(2)}, ${changes} of ${dps.length} answers differ`);
+  const vs = against(hf, byKey(r.report));
+  Object.assign(result.native[`model_${v}.onnx`], { ms_per_criterion_median: msPer(hf), vs_builder: vs });
+  log(`model_${v}.onnx vs the builder's ${v}: max |Δp| ${vs.max_abs_dp.toExponential(2)}, median ${vs.median_abs_dp.toExponential(2)}, ${vs.argmax_changes} of ${vs.criteria} answers differ`);
 }
 
 // Each int4 file against the float32 computation of the same weights (the
@@ -107,20 +108,10 @@ for (const v of ["q4", "q4f16"]) {
 // criterion by criterion; this is that decomposition, measured.
 {
   const fp32 = byKey(evaluate(`models.json#${builder}-fp32`, full, CLOZE, "builder-fp32").report);
-  const against = (rep) => {
-    const dps = [];
-    let changes = 0;
-    for (const [key, d] of byKey(rep)) {
-      const n = fp32.get(key);
-      dps.push(Math.max(...d.probs.map((p) => Math.abs(p.p - n.probs.find((q) => q.id === p.id).p))));
-      if (d.answer !== n.answer) changes++;
-    }
-    return { max_abs_dp: Math.max(...dps), median_abs_dp: median(dps), argmax_changes: changes, criteria: dps.length };
-  };
   result.native.vs_float32 = {};
   for (const v of ["q4", "q4f16"]) {
     for (const [name, tag] of [[`model_${v}.onnx`, `hf-model_${v}.onnx-ort`], [`builder ${builder}-${v}`, `hf-builder-${v}`]]) {
-      result.native.vs_float32[name] = against(JSON.parse(readFileSync(join(ROOT, "target", "bench", `${tag}.json`), "utf8")));
+      result.native.vs_float32[name] = against(JSON.parse(readFileSync(join(ROOT, "target", "bench", `${tag}.json`), "utf8")), fp32);
       const x = result.native.vs_float32[name];
       log(`${name} vs float32: max |Δp| ${x.max_abs_dp.toExponential(2)}, median ${x.median_abs_dp.toExponential(2)}, ${x.argmax_changes} answers differ`);
     }

@@ -82,14 +82,13 @@ impl Options {
     }
 
     fn score(&self, e: &HostEngine) -> ScoreOptions {
-        let d = e.readout_defaults();
-        ScoreOptions {
-            debias: self.debias.unwrap_or_default(),
-            allowed_mass: true,
-            mode: self.mode.unwrap_or(d.mode),
-            cloze_score: self.cloze_score.unwrap_or(d.cloze_score),
-            calibration: self.calibration.unwrap_or(d.calibration),
-        }
+        // As the CLI's flags do (`readout score`).
+        ScoreOptions::of(
+            e.readout_defaults()
+                .with(self.mode, self.cloze_score, self.calibration, None),
+            self.debias.unwrap_or_default(),
+            true,
+        )
     }
 }
 

@@ -159,12 +159,24 @@ pub fn kernel_self_test() -> Result<JsValue, JsValue> {
     }
     let (kernel, worst) = crate::kernels::simd::self_test();
     let attention_differs = crate::kernels::attention_self_test();
-    serde_wasm_bindgen::to_value(&Report {
+    to_js(&Report {
         kernel,
         worst,
         attention_differs,
     })
-    .map_err(|e| JsValue::from_str(&e.to_string()))
+}
+
+/// A pool over the kernel workers already running (up to `threads`), or
+/// why there is none.
+#[cfg(target_feature = "atomics")]
+fn running_pool(threads: usize) -> Result<crate::kernels::Pool, JsValue> {
+    let pool = crate::kernels::Pool::new(threads).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    if pool.threads() < 2 {
+        return Err(JsValue::from_str(
+            "no kernel worker is running: load an engine with threads >= 2 first",
+        ));
+    }
+    Ok(pool)
 }
 
 /// The threaded build's pool when a worker's piece of a job panics (a
@@ -176,7 +188,7 @@ pub fn kernel_self_test() -> Result<JsValue, JsValue> {
 #[cfg(target_feature = "atomics")]
 #[wasm_bindgen(js_name = poolFaultTest)]
 pub fn pool_fault_test() -> Result<JsValue, JsValue> {
-    use crate::kernels::{workers, Pool};
+    use crate::kernels::workers;
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
     static FAULT: AtomicBool = AtomicBool::new(false);
     static TAKEN: AtomicBool = AtomicBool::new(false);
@@ -186,12 +198,7 @@ pub fn pool_fault_test() -> Result<JsValue, JsValue> {
         second: Option<String>,
         done: usize,
     }
-    let pool = Pool::new(2).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    if pool.threads() < 2 {
-        return Err(JsValue::from_str(
-            "no kernel worker is running: load an engine with threads >= 2 first",
-        ));
-    }
+    let pool = running_pool(2)?;
     let piece = |_: usize, c: &mut [u8]| {
         if workers::on_worker() {
             TAKEN.store(true, SeqCst);
@@ -220,7 +227,7 @@ pub fn pool_fault_test() -> Result<JsValue, JsValue> {
         second: second.map(|e| e.to_string()),
         done: again.iter().filter(|&&x| x == 1).count(),
     };
-    serde_wasm_bindgen::to_value(&report).map_err(|e| JsValue::from_str(&e.to_string()))
+    to_js(&report)
 }
 
 /// The threaded build's pool when a worker stops inside its piece without
@@ -245,7 +252,7 @@ pub fn pool_hang_ticks() -> u32 {
 #[cfg(target_feature = "atomics")]
 #[wasm_bindgen(js_name = poolHangTest)]
 pub fn pool_hang_test() -> Result<JsValue, JsValue> {
-    use crate::kernels::{workers, Pool};
+    use crate::kernels::workers;
     use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
     static HANG: AtomicBool = AtomicBool::new(false);
     #[derive(serde::Serialize)]
@@ -256,12 +263,7 @@ pub fn pool_hang_test() -> Result<JsValue, JsValue> {
         second: Option<String>,
         done: usize,
     }
-    let pool = Pool::new(64).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    if pool.threads() < 2 {
-        return Err(JsValue::from_str(
-            "no kernel worker is running: load an engine with threads >= 2 first",
-        ));
-    }
+    let pool = running_pool(64)?;
     let piece = |_: usize, c: &mut [u8]| {
         if workers::on_worker() && HANG.swap(false, SeqCst) {
             // Stops answering, as a terminated worker does; if it is not
@@ -297,7 +299,7 @@ pub fn pool_hang_test() -> Result<JsValue, JsValue> {
         second: second.map(|e| e.to_string()),
         done: again.iter().filter(|&&x| x == 1).count(),
     };
-    serde_wasm_bindgen::to_value(&report).map_err(|e| JsValue::from_str(&e.to_string()))
+    to_js(&report)
 }
 
 /// The WGSL readout kernel (spec §8) and the CPU readSlots on the same

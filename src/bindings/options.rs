@@ -200,14 +200,12 @@ impl JsScoreOptions {
     }
 
     pub(super) fn for_engine(&self, e: &WebEngine) -> ScoreOptions {
-        let d = e.readout_defaults();
-        ScoreOptions {
-            debias: self.debias.unwrap_or_default(),
-            allowed_mass: self.allowed_mass.unwrap_or(!e.is_pruned()),
-            mode: self.mode.unwrap_or(d.mode),
-            cloze_score: self.cloze_score.unwrap_or(d.cloze_score),
-            calibration: self.calibration.unwrap_or(d.calibration),
-        }
+        ScoreOptions::of(
+            e.readout_defaults()
+                .with(self.mode, self.cloze_score, self.calibration, None),
+            self.debias.unwrap_or_default(),
+            self.allowed_mass.unwrap_or(!e.is_pruned()),
+        )
     }
 }
 

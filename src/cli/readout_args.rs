@@ -54,12 +54,7 @@ impl ReadoutArgs {
     /// Each flag given replaces that field of `defaults`.
     pub fn over(&self, defaults: ReadoutChoice) -> Readout {
         Readout {
-            choice: ReadoutChoice {
-                mode: self.mode.unwrap_or(defaults.mode),
-                cloze_score: self.cloze_score.unwrap_or(defaults.cloze_score),
-                calibration: self.calibration.unwrap_or(defaults.calibration),
-                prompt: self.prompt.unwrap_or(defaults.prompt),
-            },
+            choice: defaults.with(self.mode, self.cloze_score, self.calibration, self.prompt),
             debias: self.debias,
         }
     }
@@ -75,13 +70,7 @@ impl Readout {
     }
 
     pub fn score_options(&self) -> ScoreOptions {
-        ScoreOptions {
-            debias: self.debias,
-            allowed_mass: true,
-            mode: self.choice.mode,
-            cloze_score: self.choice.cloze_score,
-            calibration: self.choice.calibration,
-        }
+        ScoreOptions::of(self.choice, self.debias, true)
     }
 
     /// A short tag for report file names: `cloze-sum-cf-chat`.

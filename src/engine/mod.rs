@@ -69,6 +69,19 @@ pub struct ScoreOptions {
     pub calibration: Calibration,
 }
 
+impl ScoreOptions {
+    /// The scoring half of `choice` (its prompt is the state's, fixed at prefill).
+    pub fn of(choice: ReadoutChoice, debias: Debias, allowed_mass: bool) -> Self {
+        Self {
+            debias,
+            allowed_mass,
+            mode: choice.mode,
+            cloze_score: choice.cloze_score,
+            calibration: choice.calibration,
+        }
+    }
+}
+
 impl Default for ScoreOptions {
     fn default() -> Self {
         Self {

@@ -118,9 +118,10 @@ test("an onnx-community folder (onnx/model_q4.onnx, no model.onnx) loads from it
         }
       };
       await run("folder", `/models/${hf}/`, "wasm");
+      // Refused by name, and the loads after it score.
+      await run("cpu", `/models/${hf}/`, "cpu");
       await run("graph", `/models/${hf}/onnx/model_q4.onnx`, "wasm");
       await run("auto", `/models/${hf}/`, "auto");
-      await run("cpu", `/models/${hf}/`, "cpu");
       return out;
     }, { hf: HF, states }, noGpu);
     for (const name of ["folder", "graph", "auto"]) {

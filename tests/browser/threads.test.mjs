@@ -140,18 +140,30 @@ test("threaded build: workers that cannot start (the page's CSP forbids them) ar
   assert.deepEqual(r.decisions, (await score("threads", states, 1)).decisions);
 });
 
-// A regression would hang the page, so the test has a deadline.
-test("threaded build: a kernel worker that panics inside its piece fails that job with an error instead of hanging the page, and the engine then scores on", { timeout: 120_000 }, async () => {
+/**
+ * On a threaded-build page: an engine on `threads` threads, the pool
+ * diagnostic `diagnostic` (poolFaultTest or poolHangTest), then the first
+ * fixture state scored on that engine. With `ticks`, the hung piece's loop
+ * count is read once a second, four times, while the page yields (where the
+ * browser carries a worker's termination out).
+ */
+async function faultThenScore(diagnostic, threads, ticks = false) {
   const states = fixture().slice(0, 1);
   const log = [];
   const page = await harness(ctx, log, { build: "threads" });
-  let r;
   try {
-    r = await page.evaluate(async ({ source, s }) => {
+    const r = await page.evaluate(async ({ source, s, diagnostic, threads, ticks }) => {
       const { Engine } = window.readout;
-      const { poolFaultTest } = await import("/pkg-diagnostics/readout.js");
-      const engine = await Engine.load(source, { backend: "cpu", threads: 2 });
-      const fault = poolFaultTest();
+      const diag = await import("/pkg-diagnostics/readout.js");
+      const engine = await Engine.load(source, { backend: "cpu", threads });
+      const fault = diag[diagnostic]();
+      if (ticks) {
+        fault.ticks = [];
+        for (let i = 0; i < 4; i++) {
+          fault.ticks.push(diag.poolHangTicks());
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+      }
       const state = await engine.prefill(s);
       const decisions = [];
       for (const d of await state.scoreAll(s.criteria)) decisions.push([`${s.id}/${d.id}`, d.probs.map((p) => p.p)]);
@@ -159,12 +171,19 @@ test("threaded build: a kernel worker that panics inside its piece fails that jo
       const info = engine.info();
       await engine.dispose();
       return { fault, decisions, info };
-    }, { source: `/models/${TINY}/`, s: states[0] });
+    }, { source: `/models/${TINY}/`, s: states[0], diagnostic, threads, ticks });
+    return { ...r, states };
   } catch (e) {
     throw new Error(`${e.message}\n${log.join("\n")}`);
   } finally {
     await page.close();
   }
+}
+
+// A regression would hang the page, so the test has a deadline.
+test("threaded build: a kernel worker that panics inside its piece fails that job with an error instead of hanging the page, and the engine then scores on", { timeout: 120_000 }, async () => {
+  const r = await faultThenScore("poolFaultTest", 2);
+  const states = r.states;
   console.log(`# a worker's piece panicked: ${r.fault.broken}`);
   assert.match(r.fault.broken ?? "", /a kernel worker stopped inside its share of this operation/);
   assert.equal(r.fault.second ?? null, null);
@@ -180,36 +199,8 @@ test("threaded build: a kernel worker that panics inside its piece fails that jo
 // A worker that stops without trapping (terminated, or hung) leaves
 // nothing to catch: the caller's stall deadline is all that ends the job.
 test("threaded build: a kernel worker that stops answering inside its piece fails that job after the stall deadline, is terminated, and the engine scores on with the rest", { timeout: 120_000 }, async () => {
-  const states = fixture().slice(0, 1);
-  const log = [];
-  const page = await harness(ctx, log, { build: "threads" });
-  let r;
-  try {
-    r = await page.evaluate(async ({ source, s }) => {
-      const { Engine } = window.readout;
-      const { poolHangTest, poolHangTicks } = await import("/pkg-diagnostics/readout.js");
-      const engine = await Engine.load(source, { backend: "cpu", threads: 3 });
-      const fault = poolHangTest();
-      // The browser carries the termination out once the page yields.
-      const ticks = [];
-      for (let i = 0; i < 4; i++) {
-        ticks.push(poolHangTicks());
-        await new Promise((r) => setTimeout(r, 1000));
-      }
-      fault.ticks = ticks;
-      const state = await engine.prefill(s);
-      const decisions = [];
-      for (const d of await state.scoreAll(s.criteria)) decisions.push([`${s.id}/${d.id}`, d.probs.map((p) => p.p)]);
-      await state.dispose();
-      const info = engine.info();
-      await engine.dispose();
-      return { fault, decisions, info };
-    }, { source: `/models/${TINY}/`, s: states[0] });
-  } catch (e) {
-    throw new Error(`${e.message}\n${log.join("\n")}`);
-  } finally {
-    await page.close();
-  }
+  const r = await faultThenScore("poolHangTest", 3, true);
+  const states = r.states;
   console.log(`# a worker stopped answering: ${r.fault.lost} (${r.fault.lostMs.toFixed(0)} ms)`);
   assert.match(r.fault.lost ?? "", /1 kernel worker stopped answering inside this operation \(\d+ ms without progress; terminated, or hung\)/);
   // The deadline: 5 s floor plus 20x the caller's share (2 s at most here).

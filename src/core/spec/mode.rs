@@ -107,6 +107,24 @@ pub struct ReadoutChoice {
 }
 
 impl ReadoutChoice {
+    /// This choice with each field a caller gave (a CLI flag, a call
+    /// option) in its place: how the CLI, the browser and Python put a
+    /// call's readout over the model's defaults.
+    pub fn with(
+        self,
+        mode: Option<Mode>,
+        cloze_score: Option<ClozeScore>,
+        calibration: Option<Calibration>,
+        prompt: Option<PromptStyle>,
+    ) -> Self {
+        Self {
+            mode: mode.unwrap_or(self.mode),
+            cloze_score: cloze_score.unwrap_or(self.cloze_score),
+            calibration: calibration.unwrap_or(self.calibration),
+            prompt: prompt.unwrap_or(self.prompt),
+        }
+    }
+
     /// The head a state is prefilled for: `prompt` and `mode` where the
     /// caller set them, this choice's otherwise.
     pub fn head_style(&self, prompt: Option<PromptStyle>, mode: Option<Mode>) -> HeadStyle {
