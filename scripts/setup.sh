@@ -199,6 +199,13 @@ if [ "$want_python" = 1 ]; then
     .venv/bin/pip install --quiet maturin==1.16.0 >&2
     touch .venv/.readout-maturin-v1
   fi
+  # Ray Data (and pyarrow) for readout.ray's tests, on a local cluster
+  # they start; its own marker, as above (~600 MB, under a minute).
+  if [ ! -f .venv/.readout-ray-v1 ]; then
+    log "ray[data] 2.60 and pyarrow (readout.ray's tests)"
+    .venv/bin/pip install --quiet "ray[data]==2.60.0" "pyarrow==26.0.1" >&2
+    touch .venv/.readout-ray-v1
+  fi
 fi
 # --hf: a venv of its own for scripts/hf_onnx.py (Hugging Face's ONNX export
 # path: Optimum, the MatMulNBits quantiser), asked for by name; not CI's.

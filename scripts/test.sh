@@ -11,7 +11,8 @@
 #   rust      cargo test: every native test, tiny models (and Hugging
 #             Face's conversion of the tiny weights)
 #   python    the Python package (python/, PyO3 + maturin) built into .venv
-#             and its tests against the CLI (python/tests/)
+#             and its tests against the CLI (python/tests/), readout.ray on a
+#             local Ray cluster the tests start
 #   package   the npm package's four wasm builds, tsc against its types, and
 #             the package installed and scoring in Node.js (tests/node/)
 #   chromium  the browser tests in headless Chromium (WebGPU via SwiftShader,

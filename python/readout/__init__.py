@@ -19,8 +19,9 @@ import json
 from ._readout import NativeEngine as _NativeEngine
 from ._readout import NativeError as _NativeError
 from ._readout import __version__
+from ._readout import report as _report
 
-__all__ = ["Engine", "State", "ReadoutError", "__version__"]
+__all__ = ["Engine", "State", "ReadoutError", "report", "__version__"]
 
 
 class ReadoutError(Exception):
@@ -44,6 +45,15 @@ def _call(f, *args):
 
 def _options(**given):
     return json.dumps({k: v for k, v in given.items() if v is not None})
+
+
+def report(rows):
+    """``readout evaluate``'s metrics over ``rows`` (dicts: family, gold,
+    decision), in their order: ``{report, calibration, scored}``. Rows
+    without a gold answer are left out; the calibration is fitted on the
+    first half of this order, so rows in the fixture's order give the CLI's
+    numbers."""
+    return json.loads(_call(_report, json.dumps(list(rows))))
 
 
 class Engine:

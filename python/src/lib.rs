@@ -296,9 +296,63 @@ impl NativeEngine {
     }
 }
 
+/// One row of an evaluation: a decision and the gold answer it is judged
+/// against (the rows `readout evaluate` writes, and `readout.ray` too).
+#[derive(Deserialize)]
+struct Judged {
+    family: String,
+    gold: Option<String>,
+    decision: readout::Decision,
+}
+
+/// `readout evaluate`'s metrics over rows (JSON list of {family, gold,
+/// decision}) in their given order: `{report, calibration}`. Rows without
+/// a gold answer are left out, as the CLI leaves them out; the
+/// calibration's first half is the first half of this order, so the same
+/// rows in the fixture's order give the CLI's numbers.
+#[pyfunction]
+fn report(py: Python<'_>, rows: &str) -> PyResult<String> {
+    use readout::core::eval::metrics::{calibrate, report, Scored};
+    let rows: Vec<Judged> = serde_json::from_str(rows).map_err(|e| raise(invalid("rows", e)))?;
+    let mut scored = Vec::with_capacity(rows.len());
+    for (i, r) in rows.into_iter().enumerate() {
+        let Some(gold) = r.gold else { continue };
+        let probs = r.decision.p();
+        let Some(at) = r.decision.probs.iter().position(|o| o.id == gold) else {
+            return Err(raise(refusal(
+                format!(
+                    "rows[{i}].gold: {gold:?} is none of decision {:?}'s options",
+                    r.decision.id
+                ),
+                ErrorInfo::new("invalid_input").field(format!("rows[{i}].gold")),
+            )));
+        };
+        scored.push(Scored {
+            family: r.family,
+            gold: at,
+            gold_class: gold,
+            probs,
+            order_unstable: r.decision.order_unstable.unwrap_or(false),
+        });
+    }
+    #[derive(Serialize)]
+    struct Out {
+        report: readout::core::eval::metrics::Report,
+        calibration: Option<readout::core::eval::metrics::Calibration>,
+        scored: usize,
+    }
+    let out = py.detach(|| Out {
+        report: report(&scored),
+        calibration: calibrate(&scored),
+        scored: scored.len(),
+    });
+    serde_json::to_string(&out).map_err(|e| raise(invalid("report", e)))
+}
+
 #[pymodule]
 fn _readout(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeEngine>()?;
+    m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add("NativeError", m.py().get_type::<NativeError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
