@@ -141,6 +141,7 @@ def main():
     for r in runs.values():
         r["speedup_vs_cli"] = base / r["wall_seconds"]
     result = {
+        "study": "bulk",
         "what": "bulk scoring throughput: readout.ray (1 and 2 actors) vs the single-process CLI, one run",
         "command": "python bench/runners/ray_bench.py " + " ".join(sys.argv[1:]),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

@@ -23,6 +23,7 @@ const kind = (f) => {
     if (r.study === "engines") return "engines";
     if (r.study === "dot-peak") return "dot-peak";
     if (r.benchmark === "test-suite") return "test-suite";
+    if (r.study === "bulk") return "bulk";
   } catch {
     return "unreadable";
   }
@@ -161,6 +162,24 @@ if (engines.length) {
   out += "## Browser engines side by side: ours, wllama, transformers.js, native ONNX Runtime\n\n";
   for (const f of engines) out += enginesTable(f) + "\n";
 }
+/** Bulk scoring (bench/runners/ray_bench.py): readout.ray's actors against the CLI, one table per result. */
+function bulkTable(f) {
+  const r = JSON.parse(readFileSync(f, "utf8"));
+  let t = `${r.model} on \`${r.runtime}\`, ${r.states} states (${r.criteria} criteria, ${r.readout.mode}-${r.readout.cloze_score}, calibration ${r.readout.calibration}), ${r.machine.cpus} CPUs, Ray ${r.ray_version}, \`${f.split("/").pop()}\`:\n\n`;
+  t += "| configuration | wall s | states / s | × the CLI | model loads s | answers as the CLI's | max \\|Δp\\| vs the CLI | metrics as the CLI's |\n|---|---|---|---|---|---|---|---|\n";
+  for (const [name, x] of Object.entries(r.runs)) {
+    const c = r.decisions_vs_cli[name];
+    const loads = Array.isArray(x.load_seconds) ? x.load_seconds.map((s) => s.toFixed(1)).join(" + ") : x.load_seconds.toFixed(1);
+    const m = r.ray_overall[name];
+    t += `| ${name.replaceAll("_", " ")} | ${x.wall_seconds.toFixed(1)} | ${x.states_per_second.toFixed(2)} | ${x.speedup_vs_cli.toFixed(2)} | ${loads} | ${c ? `${(100 * c.answers_agree).toFixed(1)} %` : ""} | ${c ? c.max_abs_prob_diff.toExponential(1) : ""} | ${m ? (JSON.stringify(m) === JSON.stringify(r.cli_overall) ? "equal" : "differ") : ""} |\n`;
+  }
+  return t + `\nRay's own start: ${r.ray_start_seconds.toFixed(1)} s, outside every row. \`${r.command}\`\n`;
+}
+const bulk = by("bulk");
+if (bulk.length) {
+  out += "## Bulk scoring on Ray Data against the CLI\n\n";
+  for (const f of bulk) out += bulkTable(f) + "\n";
+}
 const peaks = by("dot-peak");
 if (peaks.length) {
   out += `## The int8 product kernel against its instruction's peak
@@ -210,17 +229,26 @@ let frontOut = frontHave;
 if (engines.length && frontHave.includes(BEGIN) && frontHave.includes(END)) {
   frontOut = frontHave.slice(0, frontHave.indexOf(BEGIN) + BEGIN.length) + "\n" + enginesSummary(engines.at(-1)) + frontHave.slice(frontHave.indexOf(END));
 }
+// docs/bulk.md's throughput: every bulk result, between markers.
+const bulkDoc = join(bench, "..", "docs", "bulk.md");
+const bulkHave = readFileSync(bulkDoc, "utf8");
+const [BB, BE] = ["<!-- bulk table: node bench/runners/readme.mjs -->", "<!-- end of bulk table -->"];
+let bulkOut = bulkHave;
+if (bulkHave.includes(BB) && bulkHave.includes(BE)) {
+  bulkOut = bulkHave.slice(0, bulkHave.indexOf(BB) + BB.length) + "\n" + bulk.map(bulkTable).join("\n") + bulkHave.slice(bulkHave.indexOf(BE));
+}
 if (process.argv.includes("--check")) {
   let have = "";
   try {
     have = readFileSync(target, "utf8");
   } catch {}
-  if (have !== out || frontHave !== frontOut) {
-    console.error("bench/README.md or README.md's engines table is stale: run node bench/runners/readme.mjs and commit it");
+  if (have !== out || frontHave !== frontOut || bulkHave !== bulkOut) {
+    console.error("bench/README.md, README.md's engines table or docs/bulk.md's table is stale: run node bench/runners/readme.mjs and commit it");
     process.exit(1);
   }
   process.exit(0);
 }
 writeFileSync(target, out);
 if (frontOut !== frontHave) writeFileSync(front, frontOut);
+if (bulkOut !== bulkHave) writeFileSync(bulkDoc, bulkOut);
 console.error(`bench/runners/readme.mjs: wrote bench/README.md (${by("decisions").length} decision tables, ${page.length} page results, ${own.length + pack.length + threads.length} runtime tables, ${other.length} other files)`);

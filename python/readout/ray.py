@@ -132,6 +132,17 @@ def _parquet_rows(block):
         yield block["start"] + i, row
 
 
+def _present(v):
+    """A Parquet row without its nulls: a struct column gives every row
+    every field, null where a row has none, and an absent field is what
+    the engine reads as not given."""
+    if isinstance(v, dict):
+        return {k: _present(x) for k, x in v.items() if x is not None}
+    if isinstance(v, list):
+        return [_present(x) for x in v]
+    return v
+
+
 def _state_of(raw):
     """A state dict from a JSONL line or a Parquet row, or a refusal. A
     Parquet row's ``criteria`` may be nested or JSON text; null columns are
@@ -142,7 +153,7 @@ def _state_of(raw):
         except ValueError as e:
             return None, {"code": "invalid_input", "field": "line", "limit": None, "message": f"not JSON: {e}"}
     else:
-        value = {k: v for k, v in raw.items() if v is not None}
+        value = _present(raw)
         if isinstance(value.get("criteria"), str):
             try:
                 value["criteria"] = json.loads(value["criteria"])
@@ -336,10 +347,11 @@ def score(inputs, output, model, *, runtime="ort", actors=None, cpus_per_actor=1
     options = {k: v for k, v in readout.items() if v is not None}
     blocks = plan(inputs, block_bytes)
     output = os.path.abspath(os.fspath(output))
-    model = os.fspath(model)
+    # Absolute, as actors may run in another working directory.
+    model = os.path.abspath(os.fspath(model))
     _check_output(output, {
         "inputs": [_stat(p) for p in dict.fromkeys(b["source"] for b in blocks)],
-        "block_bytes": block_bytes, "format": format, "model": os.path.abspath(model), "runtime": runtime,
+        "block_bytes": block_bytes, "format": format, "model": model, "runtime": runtime,
         "readout": options, "blocks": [b["name"] for b in blocks],
     })
     for sub in (_DECISIONS, _ERRORS):

@@ -16,10 +16,15 @@ import unittest
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import ray
 
-import readout.ray
-from readout import Engine, ReadoutError
+# Ray Data logs each dataset's plan and progress at INFO: a screen of it
+# per run in the test command's output. Set before Ray Data configures its loggers.
+os.environ.setdefault("RAY_DATA_LOG_LEVEL", "WARNING")
+import ray  # noqa: E402
+import ray.data  # noqa: E402
+
+import readout.ray  # noqa: E402
+from readout import Engine, ReadoutError  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TINY = os.path.join(ROOT, "models", "qwen3-tiny-random-q4")
@@ -56,7 +61,7 @@ class OnRay(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
+        ray.data.DataContext.get_current().enable_progress_bars = False
         cls.tmp = tempfile.TemporaryDirectory()
         # The authored states five times over (ids made distinct), with
         # three rows no engine can score among them.
@@ -64,6 +69,9 @@ class OnRay(unittest.TestCase):
         for k in range(5):
             for s in authored():
                 states.append({**s, "id": f"{s['id']}-{k}"})
+        # One criterion without a family: in Parquet's nested criteria
+        # that is a null the engine must read as absent.
+        del states[1]["criteria"][0]["family"]
         cls.states = states
         cls.bad = {7: "{not json", 30: json.dumps({**states[0], "id": "typo", "evidnce": "x"}),
                    61: json.dumps({**states[0], "id": "empty", "evidence": "  "})}
@@ -113,16 +121,23 @@ class OnRay(unittest.TestCase):
                 self.assertEqual(f.readline().decode().rstrip("\n"), self.bad[sorted(self.bad)[errs.index(e)]])
 
     def test_parquet_in_and_out_give_the_same_decisions(self):
-        path = self.out("states.parquet")
-        table = pa.Table.from_pylist([{**s, "criteria": json.dumps(s["criteria"])} for s in self.states])
-        pq.write_table(table, path, row_group_size=8)
+        # The first half with criteria nested (structs: a criterion
+        # without a family has a null there), the second as JSON text.
+        half = len(self.states) // 2
+        nested, text = self.out("a.parquet"), self.out("b.parquet")
+        pq.write_table(pa.Table.from_pylist(self.states[:half]), nested, row_group_size=8)
+        pq.write_table(pa.Table.from_pylist([{**s, "criteria": json.dumps(s["criteria"])}
+                                             for s in self.states[half:]]), text, row_group_size=8)
+        self.assertTrue(pa.types.is_list(pq.read_schema(nested).field("criteria").type))
         out = self.out("parquet")
-        s = readout.ray.score(path, out, model=TINY, runtime="own", actors=2, format="parquet",
+        s = readout.ray.score([nested, text], out, model=TINY, runtime="own", actors=2, format="parquet",
                               progress=lambda s: None, **OPTS)
-        self.assertEqual(s["blocks"], -(-len(self.states) // 8))
+        self.assertEqual(s["blocks"], -(-half // 8) + -(-(len(self.states) - half) // 8))
         rows = readout.ray.read(out)
         self.assertEqual(timeless(rows), timeless(self.reference))
         self.assertEqual([r["position"] for r in rows][:3], [0, 0, 0])
+        self.assertEqual(pq.read_table(os.path.join(out, "decisions", sorted(os.listdir(
+            os.path.join(out, "decisions")))[0])).column_names[-1], "decision")
         self.assertEqual(readout.ray.errors(out), [])
 
     def test_a_worker_killed_mid_run_loses_no_row_and_duplicates_none(self):
