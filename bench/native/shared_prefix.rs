@@ -13,6 +13,15 @@
 //! Writes bench/results/<date>-native-shared-prefix.json, and the texts it
 //! used to target/shared-prefix-texts.json, which the Chromium runner
 //! (bench/runners/shared_prefix.mjs) reads so both measure the same states.
+//!
+//! `--order blocks`: every state whole first, then every state on the
+//! prefix (as a corpus on one rubric runs), instead of alternating; the
+//! result is written as `...-native-shared-prefix-blocks.json`.
+//! `--runtime ort|own`: that runtime only.
+//!
+//! `--profile whole|prefix`: our runtime only, one of the two paths only,
+//! and no result file: a run to put under `perf record`, so each path's
+//! profile is its own.
 
 mod common;
 
@@ -67,6 +76,19 @@ fn main() {
     let prefix_tokens = args.number("--prefix-tokens", 400);
     let evidence_tokens = args.number("--evidence-tokens", 200);
     let threads = args.number("--threads", 2);
+    let profile = args.text("--profile");
+    let order = args.text("--order").unwrap_or_else(|| "alternate".into());
+    assert!(
+        order == "alternate" || order == "blocks",
+        "--order {order}: alternate or blocks"
+    );
+    let only = args.text("--runtime");
+    if let Some(p) = profile
+        .as_deref()
+        .filter(|p| !["whole", "prefix"].contains(p))
+    {
+        panic!("--profile {p}: whole or prefix");
+    }
     let rest = args.rest();
     let dir = rest.first().map_or_else(
         || PathBuf::from("models/smollm2-135m-instruct-q4"),
@@ -106,7 +128,18 @@ fn main() {
     };
     let so = ScoreOptions::default();
     let mut results = Vec::new();
-    for runtime in [RuntimeKind::Ort, RuntimeKind::Own] {
+    let runtimes = match (profile.is_some(), only.as_deref()) {
+        (true, _) | (false, Some("own")) => vec![RuntimeKind::Own],
+        (false, Some("ort")) => vec![RuntimeKind::Ort],
+        (false, Some(r)) => panic!("--runtime {r}: ort or own"),
+        (false, None) => vec![RuntimeKind::Ort, RuntimeKind::Own],
+    };
+    let (run_whole, run_on) = match profile.as_deref() {
+        Some("whole") => (true, false),
+        Some(_) => (false, true),
+        None => (true, true),
+    };
+    for runtime in runtimes {
         let opts = HostOptions {
             runtime,
             threads,
@@ -138,11 +171,54 @@ fn main() {
             let p = e.prefix(&spec, style).await.expect("prefix");
             on_ms += t.elapsed().as_secs_f64() * 1e3;
             prefix_len = e.prefix_tokens(p).expect("prefix tokens");
+            if order == "blocks" {
+                let mut first = Vec::new();
+                for (i, d) in docs.iter().enumerate() {
+                    let whole_spec = StateSpec {
+                        instruction: Some(instruction.clone()),
+                        ..d.clone()
+                    };
+                    let t = Instant::now();
+                    let a = e.prefill_with(&whole_spec, style).await.expect("whole");
+                    whole_ms += t.elapsed().as_secs_f64() * 1e3;
+                    whole_tokens += e.head_tokens(a).expect("tokens");
+                    if i < 5 {
+                        first.push(e.score(a, &criterion, &so).await.expect("score").p());
+                    }
+                    e.dispose(a).expect("dispose");
+                }
+                for (i, d) in docs.iter().enumerate() {
+                    let t = Instant::now();
+                    let b = e.prefill_on(p, d).await.expect("on the prefix");
+                    on_ms += t.elapsed().as_secs_f64() * 1e3;
+                    if let Some(pa) = first.get(i) {
+                        let db = e.score(b, &criterion, &so).await.expect("score");
+                        for (x, y) in pa.iter().zip(db.p()) {
+                            max_dp = max_dp.max((x - y).abs());
+                        }
+                    }
+                    e.dispose(b).expect("dispose");
+                }
+                e.dispose_prefix(p).expect("dispose prefix");
+                return;
+            }
             for (i, d) in docs.iter().enumerate() {
                 let whole_spec = StateSpec {
                     instruction: Some(instruction.clone()),
                     ..d.clone()
                 };
+                if !(run_whole && run_on) {
+                    let t = Instant::now();
+                    let a = if run_whole {
+                        e.prefill_with(&whole_spec, style).await.expect("whole")
+                    } else {
+                        e.prefill_on(p, d).await.expect("on the prefix")
+                    };
+                    whole_ms += t.elapsed().as_secs_f64() * 1e3;
+                    whole_tokens += e.head_tokens(a).expect("tokens");
+                    e.dispose(a).expect("dispose");
+                    continue;
+                }
                 let t = Instant::now();
                 let a = e.prefill_with(&whole_spec, style).await.expect("whole");
                 whole_ms += t.elapsed().as_secs_f64() * 1e3;
@@ -168,6 +244,13 @@ fn main() {
             }
             e.dispose_prefix(p).expect("dispose prefix");
         });
+        if let Some(path) = &profile {
+            eprintln!(
+                "[shared-prefix] profile {path}: {states} states of {} tokens, {whole_ms:.0} ms",
+                whole_tokens / states.max(1)
+            );
+            return;
+        }
         let speedup = whole_ms / on_ms;
         eprintln!(
             "[shared-prefix] {runtime:?}: {states} states of {} tokens on a {prefix_len}-token prefix: whole {whole_ms:.0} ms, on the prefix {on_ms:.0} ms (its own prefill included): {speedup:.2}x; max |Δp| {max_dp:.1e}",
@@ -182,11 +265,15 @@ fn main() {
         }));
     }
     let date = today();
-    let out = PathBuf::from(format!("bench/results/{date}-native-shared-prefix.json"));
+    let tail = if order == "blocks" { "-blocks" } else { "" };
+    let out = PathBuf::from(format!(
+        "bench/results/{date}-native-shared-prefix{tail}.json"
+    ));
     let doc = json!({
         "benchmark": "native_shared_prefix",
-        "what": "states sharing an instruction, prefilled whole against built on one shared prefix (whose prefill is counted once), alternating by state in one run; goal: ≥ 2.5x",
-        "runner": format!("cargo bench --bench shared_prefix -- --states {states} --prefix-tokens {prefix_tokens} --evidence-tokens {evidence_tokens} --threads {threads} {}", dir.display()),
+        "what": format!("states sharing an instruction, prefilled whole against built on one shared prefix (whose prefill is counted once), {} in one run; goal: ≥ 2.5x", if order == "blocks" { "every state whole, then every state on the prefix," } else { "alternating by state" }),
+        "runner": format!("cargo bench --bench shared_prefix -- --states {states} --prefix-tokens {prefix_tokens} --evidence-tokens {evidence_tokens} --threads {threads} --order {order}{} {}", only.as_deref().map(|r| format!(" --runtime {r}")).unwrap_or_default(), dir.display()),
+        "order": order,
         "date": date,
         "model": dir.display().to_string(),
         "threads": threads,
