@@ -34,7 +34,8 @@ import sys
 import time
 import uuid
 
-from . import Engine, ReadoutError, report
+from . import Engine, ReadoutError, _call, report
+from ._readout import check_options as _check_options
 
 __all__ = ["plan", "score", "read", "errors", "evaluate", "BLOCK_BYTES"]
 
@@ -345,6 +346,8 @@ def score(inputs, output, model, *, runtime="ort", actors=None, cpus_per_actor=1
         raise ReadoutError(f"{unknown[0]}: not a readout option (those are {', '.join(_READOUT)})",
                            "invalid_option", unknown[0])
     options = {k: v for k, v in readout.items() if v is not None}
+    # Refused here, not by every actor's engine once the cluster is busy.
+    _call(_check_options, json.dumps(options))
     blocks = plan(inputs, block_bytes)
     output = os.path.abspath(os.fspath(output))
     # Absolute, as actors may run in another working directory.

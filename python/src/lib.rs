@@ -296,6 +296,13 @@ impl NativeEngine {
     }
 }
 
+/// Readout options (JSON) parsed as every call parses them, with no model:
+/// a bulk job refuses a bad value before it starts a worker.
+#[pyfunction]
+fn check_options(options: &str) -> PyResult<()> {
+    Options::parse(options).map(|_| ()).map_err(raise)
+}
+
 /// One row of an evaluation: a decision and the gold answer it is judged
 /// against (the rows `readout evaluate` writes, and `readout.ray` too).
 #[derive(Deserialize)]
@@ -353,6 +360,7 @@ fn report(py: Python<'_>, rows: &str) -> PyResult<String> {
 fn _readout(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeEngine>()?;
     m.add_function(wrap_pyfunction!(report, m)?)?;
+    m.add_function(wrap_pyfunction!(check_options, m)?)?;
     m.add("NativeError", m.py().get_type::<NativeError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

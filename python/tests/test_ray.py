@@ -191,6 +191,15 @@ class OnRay(unittest.TestCase):
         with self.assertRaises(ReadoutError) as e:
             readout.ray.score(self.jsonl, out, model=TINY, runtime="own", block_bytes=100000, temprature=2)
         self.assertEqual((e.exception.code, e.exception.field), ("invalid_option", "temprature"))
+        # A value the engine would refuse is refused before any actor starts
+        # (no plan written for it), and the folder's run still resumes.
+        bogus = self.out("bogus")
+        with self.assertRaises(ReadoutError) as e:
+            readout.ray.score(self.jsonl, bogus, model=TINY, runtime="own", mode="bogus", progress=lambda s: None)
+        self.assertEqual(e.exception.code, "invalid_option")
+        self.assertIn("bogus", str(e.exception))
+        self.assertFalse(os.path.exists(bogus))
+        self.assertEqual(self.run_job(out, block_bytes=100000)["actors"], 0)
 
     def test_metrics_over_the_output_equal_the_clis_evaluate(self):
         fixture = self.out("authored.jsonl")
