@@ -4,13 +4,14 @@
 
 use super::exp::exp;
 use super::par::Pool;
-use super::simd::dot4::dot4;
+use super::simd::dot4::{dot4, scores16, KB};
 #[cfg(target_arch = "x86_64")]
-use super::simd::dot4::dot4_avx2;
+use super::simd::dot4::{dot4_avx2, scores16_avx2, scores16_avx512};
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-use super::simd::dot4::dot4_simd128;
+use super::simd::dot4::{dot4_simd128, scores16_simd128};
 use super::tensor::Value;
 use super::OpError;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Rotary caches `(cos, sin, half)`, shared between layers.
@@ -105,6 +106,11 @@ impl Gqa {
                 q.len()
             )));
         }
+        if hk == 0 || !hq.is_multiple_of(hk) {
+            return Err(OpError::Input(format!(
+                "{hq} query heads over {hk} key/value heads: a whole number of query heads a key/value head is computed"
+            )));
+        }
         let d = q.len() / (s * hq);
         if k.len() != s * hk * d || v.len() != s * hk * d {
             return Err(OpError::Input(format!(
@@ -162,8 +168,14 @@ impl Gqa {
         } else {
             self.scale
         };
+        // Each key/value head's keys transposed, once for all its query
+        // heads, where enough query rows read them to pay for it (a
+        // 1-token run reads each key once per query head).
+        let kt =
+            (s * (hq / hk) >= TRANSPOSE_FROM_QUERIES).then(|| transpose_keys(pk, &k, p, s, hk, d));
         let heads = Heads {
             q: &q,
+            kt: kt.as_deref(),
             k: &k,
             v,
             pk,
@@ -177,25 +189,37 @@ impl Gqa {
             window: self.window,
             first: pack.map(|pk| pk.first.as_slice()),
         };
-        // Output per head, `[heads][S][D]`, so each task owns one head.
-        let mut per_head = vec![0f32; hq * s * d];
-        // One head per task, or every head on the caller where the scores'
-        // and weighted sums' work is too small to hand over.
-        let heads_per_task = if pool.worth_splitting(2 * hq * s * (p + s) * d) {
-            1
+        // A task is one key/value head's query heads (`g` of them, which
+        // read the same keys and values) over a run of rows; output
+        // `[kv_heads][runs · rows_per_run][g][D]`, so each task owns a
+        // piece. Several runs a thread, since later rows see more keys;
+        // everything on the caller where the work is too small to hand
+        // over.
+        let g = hq / hk;
+        let split = pool.worth_splitting(2 * hq * s * (p + s) * d);
+        let rows_per_run = if split {
+            s.div_ceil((4 * pool.threads()).div_ceil(hk)).max(1)
         } else {
-            hq
+            s
         };
-        pool.chunks_mut(&mut per_head, heads_per_task * s * d, |t, out| {
-            for (i, o) in out.chunks_mut(s * d).enumerate() {
-                heads.run(t * heads_per_task + i, o);
+        let runs = s.div_ceil(rows_per_run);
+        let unit = rows_per_run * g * d;
+        let mut per_run = vec![0f32; hk * runs * unit];
+        let piece = if split { unit } else { per_run.len() };
+        pool.chunks_mut(&mut per_run, piece, |t, out| {
+            for (u, o) in out.chunks_mut(unit).enumerate() {
+                let n = t * (piece / unit) + u;
+                let (kh, r) = (n / runs, n % runs);
+                let rows = r * rows_per_run..((r + 1) * rows_per_run).min(s);
+                heads.run(kh, rows, o);
             }
         })?;
         let mut out = vec![0f32; s * hq * d];
-        for h in 0..hq {
+        for kh in 0..hk {
             for i in 0..s {
-                out[(i * hq + h) * d..(i * hq + h + 1) * d]
-                    .copy_from_slice(&per_head[(h * s + i) * d..(h * s + i + 1) * d]);
+                let from = (kh * runs * rows_per_run + i) * g * d;
+                out[(i * hq + kh * g) * d..(i * hq + (kh + 1) * g) * d]
+                    .copy_from_slice(&per_run[from..from + g * d]);
             }
         }
         let present = want_present.then(|| {
@@ -218,6 +242,8 @@ impl Gqa {
 /// Everything one head's task reads; `run` computes its rows.
 struct Heads<'a> {
     q: &'a [f32],
+    /// `transpose_keys`' layout, or `None`: every score from `k` and `pk`.
+    kt: Option<&'a [[f32; KB]]>,
     k: &'a [f32],
     v: &'a [f32],
     pk: &'a [f32],
@@ -233,43 +259,90 @@ struct Heads<'a> {
 }
 
 impl Heads<'_> {
-    /// Head `h`'s `[S][D]` output. Natively the same code is also compiled
-    /// for AVX2 and taken where the CPU has it: the results are the same
-    /// bits (`dot` fixes its 8 lanes and every other loop is elementwise,
-    /// and Rust never fuses a multiply and an add), only twice as wide.
-    fn run(&self, h: usize, out: &mut [f32]) {
+    /// Key/value head `kh`'s query heads over `rows`, into `out` as
+    /// `[rows][g][D]`. Natively the same code is also compiled for AVX2
+    /// and AVX-512 and taken where the CPU has them: the results are the
+    /// same bits (`dot` fixes its 8 lanes and every other loop is
+    /// elementwise, and Rust never fuses a multiply and an add), only wider.
+    fn run(&self, kh: usize, rows: Range<usize>, out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx512f") {
+            // SAFETY: avx512f (and so avx2) was detected.
+            return unsafe { self.run_avx512(kh, rows, out) };
+        }
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") {
             // SAFETY: avx2 was detected.
-            return unsafe { self.run_avx2(h, out) };
+            return unsafe { self.run_avx2(kh, rows, out) };
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        return self.rows(h, out, dot4_simd128);
+        return self.rows(kh, rows, out, 1, dot4_simd128, scores16_simd128);
         #[allow(unreachable_code)]
-        self.rows(h, out, dot4)
+        self.rows(kh, rows, out, 1, dot4, scores16)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn run_avx2(&self, h: usize, out: &mut [f32]) {
+    unsafe fn run_avx2(&self, kh: usize, rows: Range<usize>, out: &mut [f32]) {
         // A closure in a `target_feature` function has its features, so
         // it calls `dot4_avx2` safely.
-        self.rows(h, out, |a, b| dot4_avx2(a, b))
+        self.rows(
+            kh,
+            rows,
+            out,
+            1,
+            |a, b| dot4_avx2(a, b),
+            |q, k, s, o| scores16_avx2(q, k, s, o),
+        )
     }
 
+    /// A block of 16 keys in one register a lane (`scores16_avx512`), for
+    /// up to 3 query heads at once: 24 of the 32 registers hold their
+    /// lanes, and each block and value row read serves all three.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,avx512f")]
+    unsafe fn run_avx512(&self, kh: usize, rows: Range<usize>, out: &mut [f32]) {
+        self.rows(
+            kh,
+            rows,
+            out,
+            3,
+            |a, b| dot4_avx2(a, b),
+            |q, k, s, o| scores16_avx512(q, k, s, o),
+        )
+    }
+
+    /// `group`: how many query heads one pass takes (what the registers
+    /// hold); `dot4`: four keys' scores from their rows; `score16`: a
+    /// block of `transpose_keys`' layout, for up to `group` queries.
     #[inline(always)]
-    fn rows(&self, h: usize, out: &mut [f32], dot4: impl Fn(&[f32], [&[f32]; 4]) -> [f32; 4]) {
+    fn rows(
+        &self,
+        kh: usize,
+        rows: Range<usize>,
+        out: &mut [f32],
+        group: usize,
+        dot4: impl Fn(&[f32], [&[f32]; 4]) -> [f32; 4],
+        score16: impl Fn(&[&[f32]], &[[f32; KB]], f32, &mut [[f32; KB]]),
+    ) {
         let (p, d, hk) = (self.p, self.d, self.hk);
-        let kh = h / (self.hq / hk);
+        let g = self.hq / hk;
         let past_k = &self.pk[kh * p * d..(kh + 1) * p * d];
         let past_v = &self.pv[kh * p * d..(kh + 1) * p * d];
         // Row `r` of this run's keys or values, this head's slice.
         fn new_row(x: &[f32], r: usize, hk: usize, kh: usize, d: usize) -> &[f32] {
             &x[(r * hk + kh) * d..(r * hk + kh + 1) * d]
         }
-        let mut scores = vec![0f32; p + self.s];
-        for (i, o) in out.chunks_exact_mut(d).enumerate() {
-            let qi = &self.q[(i * self.hq + h) * d..(i * self.hq + h + 1) * d];
+        let width = p + self.s;
+        let blocks = width.div_ceil(KB);
+        let mut scores = vec![0f32; group * width];
+        let mut by_key = if self.kt.is_some() {
+            vec![0f32; group * blocks * KB]
+        } else {
+            Vec::new()
+        };
+        let mut block_out = [[0f32; KB]; 3];
+        for (i, o) in rows.zip(out.chunks_exact_mut(g * d)) {
             // The past, then this row's branch up to itself: the same
             // tokens in the same order as the branch run alone. A window
             // drops the keys before position `lo`, in the past and in the
@@ -279,37 +352,119 @@ impl Heads<'_> {
             let lo = self.window.map_or(0, |w| (pos + 1).saturating_sub(w));
             let (past_lo, branch_lo) = (lo.min(p), first + lo.saturating_sub(p));
             let np = p - past_lo;
-            let sc = &mut scores[..np + i + 1 - branch_lo];
-            let (sp, sb) = sc.split_at_mut(np);
-            scores_into(
-                sp,
-                qi,
-                self.scale,
-                past_k[past_lo * d..].chunks_exact(d),
-                &dot4,
-            );
-            let branch = (branch_lo..).map(|r| new_row(self.k, r, hk, kh, d));
-            scores_into(sb, qi, self.scale, branch, &dot4);
-            // A comparison, not `f32::max`: wasm's `f32.max` propagates NaN
-            // where Rust's skips it, so in wasm `f32::max` was a call to
-            // libm's `fmaxf` per score (and per lane), never vectorised. A
-            // NaN score is skipped here too (the running maximum starts at
-            // -inf and a NaN never compares greater), so the result is the
-            // same.
-            let max = lanes(sc, f32::NEG_INFINITY, |a, b| if b > a { b } else { a });
-            for x in sc.iter_mut() {
-                *x = exp(*x - max);
+            let n = np + i + 1 - branch_lo;
+            let (past, branch) = (past_lo..p, p + branch_lo..p + i + 1);
+            for (j0, o) in (0..g).step_by(group).zip(o.chunks_mut(group * d)) {
+                let heads = j0..(j0 + group).min(g);
+                let r = heads.len();
+                let qs: Vec<&[f32]> = heads
+                    .clone()
+                    .map(|j| {
+                        let h = kh * g + j;
+                        &self.q[(i * self.hq + h) * d..(i * self.hq + h + 1) * d]
+                    })
+                    .collect();
+                if let Some(kt) = self.kt {
+                    // Whole blocks into `by_key` (indexed by key), then
+                    // this row's keys out of it.
+                    let kt = &kt[kh * blocks * d..(kh + 1) * blocks * d];
+                    for range in [&past, &branch] {
+                        for b in range.start / KB..range.end.div_ceil(KB) {
+                            let bo = &mut block_out[..r];
+                            score16(&qs, &kt[b * d..(b + 1) * d], self.scale, bo);
+                            for (x, by) in bo.iter().zip(by_key.chunks_exact_mut(blocks * KB)) {
+                                by[b * KB..(b + 1) * KB].copy_from_slice(x);
+                            }
+                        }
+                    }
+                    for (sc, by) in scores
+                        .chunks_exact_mut(width)
+                        .zip(by_key.chunks_exact(blocks * KB))
+                        .take(r)
+                    {
+                        sc[..np].copy_from_slice(&by[past.clone()]);
+                        sc[np..n].copy_from_slice(&by[branch.clone()]);
+                    }
+                } else {
+                    for (sc, qi) in scores.chunks_exact_mut(width).zip(&qs) {
+                        let (sp, sb) = sc[..n].split_at_mut(np);
+                        scores_into(
+                            sp,
+                            qi,
+                            self.scale,
+                            past_k[past_lo * d..].chunks_exact(d),
+                            &dot4,
+                        );
+                        let branch = (branch_lo..).map(|r| new_row(self.k, r, hk, kh, d));
+                        scores_into(sb, qi, self.scale, branch, &dot4);
+                    }
+                }
+                for sc in scores.chunks_exact_mut(width).take(r) {
+                    softmax(&mut sc[..n]);
+                }
+                o.fill(0.0);
+                let ws: Vec<&[f32]> = scores
+                    .chunks_exact(width)
+                    .take(r)
+                    .map(|sc| &sc[..n])
+                    .collect();
+                let wp: Vec<&[f32]> = ws.iter().map(|w| &w[..np]).collect();
+                let wb: Vec<&[f32]> = ws.iter().map(|w| &w[np..]).collect();
+                add_weighted(o, &wp, past_v[past_lo * d..].chunks_exact(d));
+                add_weighted(o, &wb, (branch_lo..).map(|r| new_row(self.v, r, hk, kh, d)));
             }
-            let sum = lanes(sc, 0.0, |a, b| a + b);
-            for x in sc.iter_mut() {
-                *x /= sum;
-            }
-            o.fill(0.0);
-            let (wp, wb) = sc.split_at(np);
-            add_weighted(o, wp, past_v[past_lo * d..].chunks_exact(d));
-            add_weighted(o, wb, (branch_lo..).map(|r| new_row(self.v, r, hk, kh, d)));
         }
     }
+}
+
+/// Scores into weights, in place.
+#[inline(always)]
+fn softmax(sc: &mut [f32]) {
+    // A comparison, not `f32::max`: wasm's `f32.max` propagates NaN where
+    // Rust's skips it, so in wasm `f32::max` was a call to libm's `fmaxf`
+    // per score (and per lane), never vectorised. A NaN score is skipped
+    // here too (the running maximum starts at -inf and a NaN never
+    // compares greater), so the result is the same.
+    let max = lanes(sc, f32::NEG_INFINITY, |a, b| if b > a { b } else { a });
+    for x in sc.iter_mut() {
+        *x = exp(*x - max);
+    }
+    let sum = lanes(sc, 0.0, |a, b| a + b);
+    for x in sc.iter_mut() {
+        *x /= sum;
+    }
+}
+
+/// Transposing the keys pays from this many query rows per key/value head
+/// (rows × query heads sharing it).
+const TRANSPOSE_FROM_QUERIES: usize = 8;
+
+/// Keys as `[kv_heads][blocks][D][KB]`: block `b` of a head holds keys
+/// `b·KB..(b+1)·KB` (the past's `0..P`, then this run's `P..P+S`, then 0),
+/// one row per lane of the head dim, so a register loaded from a row holds
+/// that lane of consecutive keys, and a block is read front to back.
+fn transpose_keys(
+    pk: &[f32],
+    k: &[f32],
+    p: usize,
+    s: usize,
+    hk: usize,
+    d: usize,
+) -> Vec<[f32; KB]> {
+    let blocks = (p + s).div_ceil(KB);
+    let mut kt = vec![[0f32; KB]; hk * blocks * d];
+    for (h, kh) in kt.chunks_exact_mut(blocks * d).enumerate() {
+        let keys = pk[h * p * d..(h + 1) * p * d]
+            .chunks_exact(d)
+            .chain((0..s).map(|r| &k[(r * hk + h) * d..(r * hk + h + 1) * d]));
+        for (c, key) in keys.enumerate() {
+            let block = &mut kh[c / KB * d..(c / KB + 1) * d];
+            for (row, &x) in block.iter_mut().zip(key) {
+                row[c % KB] = x;
+            }
+        }
+    }
+    kt
 }
 
 /// `out[t] = dot(q, keys[t]) · scale`, four keys at a time: each key's
@@ -363,8 +518,9 @@ fn lanes(x: &[f32], init: f32, f: impl Fn(f32, f32) -> f32) -> f32 {
     f(f(f(half[0], half[1]), f(half[2], half[3])), tail)
 }
 
-/// Scores four keys at a time, as this CPU or build computes them (and,
-/// natively, the plain `dot4` too), against `dot` one key at a time, on
+/// Scores four keys at a time, and blocks of 16 transposed keys for one
+/// to four queries, as this CPU or build computes them (and, natively, the
+/// plain forms too), against `dot` one key at a time, on
 /// fixed pseudo-random data, head dims with and without a tail: how many
 /// scores differ in any bit (0: the packed and single-row paths, and the
 /// two browser builds, cannot drift apart here). Runs in `cargo test` and
@@ -394,36 +550,101 @@ pub fn self_test() -> usize {
                 differ += usize::from(got.to_bits() != dot(&q, k).to_bits());
             }
         }
+        // A block of 16 transposed keys, for 1 to 4 queries at once (the
+        // AVX-512 form takes 3 a pass).
+        let keys: Vec<Vec<f32>> = (0..KB).map(|_| draw(d)).collect();
+        let block: Vec<[f32; KB]> = (0..d)
+            .map(|j| std::array::from_fn(|t| keys[t][j]))
+            .collect();
+        let scale = 0.125f32;
+        for r in 1..=4 {
+            let qv: Vec<Vec<f32>> = (0..r).map(|_| draw(d)).collect();
+            let qs: Vec<&[f32]> = qv.iter().map(|q| &q[..]).collect();
+            let mut ways = Vec::new();
+            let mut o = vec![[0f32; KB]; r];
+            scores16(&qs, &block, scale, &mut o);
+            ways.push(o.clone());
+            #[cfg(target_arch = "x86_64")]
+            if is_x86_feature_detected!("avx2") {
+                // SAFETY: avx2 was detected.
+                unsafe { scores16_avx2(&qs, &block, scale, &mut o) };
+                ways.push(o.clone());
+            }
+            #[cfg(target_arch = "x86_64")]
+            if is_x86_feature_detected!("avx512f") {
+                // SAFETY: avx512f was detected.
+                unsafe { scores16_avx512(&qs, &block, scale, &mut o) };
+                ways.push(o.clone());
+            }
+            #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+            {
+                scores16_simd128(&qs, &block, scale, &mut o);
+                ways.push(o.clone());
+            }
+            for way in ways {
+                for (got, q) in way.iter().zip(&qv) {
+                    for (g, k) in got.iter().zip(&keys) {
+                        differ += usize::from(g.to_bits() != (dot(q, k) * scale).to_bits());
+                    }
+                }
+            }
+        }
     }
     differ
 }
 
-/// `o += Σ w[t] · rows[t]`, adding in the order of `t` for each element.
-/// A chunk of `o` is held in registers across every row, loaded and stored
-/// once, where passing over `o` once per four rows loaded and stored it
-/// each time (that loop was the hottest of attention's on SmolLM2 in
-/// `perf`; this measured 1.02× a token natively, within noise). Each
-/// element's sum is the same, added in the same order, so the chunk's
-/// width (as many registers as the target has to spare) changes no bit.
+/// `o[h] += Σ w[h][t] · rows[t]` for each of up to 3 heads `h` (`o`:
+/// `[heads][D]`), adding in the order of `t` for each element. A chunk of
+/// each head's output is held in registers across every row, loaded and
+/// stored once, and each row's chunk, read once, serves every head (the
+/// rows come from the second-level cache: one pass per head read them
+/// once each). Each element's sum is the same, added in the same order,
+/// so the chunk's width and the heads' number change no bit.
 #[inline(always)]
-fn add_weighted<'a>(o: &mut [f32], w: &[f32], rows: impl Iterator<Item = &'a [f32]> + Clone) {
+fn add_weighted<'a>(o: &mut [f32], w: &[&[f32]], rows: impl Iterator<Item = &'a [f32]> + Clone) {
+    match w.len() {
+        1 => add_weighted_n::<1>(o, w, rows),
+        2 => add_weighted_n::<2>(o, w, rows),
+        _ => add_weighted_n::<3>(o, w, rows),
+    }
+}
+
+#[inline(always)]
+fn add_weighted_n<'a, const R: usize>(
+    o: &mut [f32],
+    w: &[&[f32]],
+    rows: impl Iterator<Item = &'a [f32]> + Clone,
+) {
     const CH: usize = if cfg!(target_arch = "wasm32") { 32 } else { 64 };
-    let (full, rest) = o.as_chunks_mut::<CH>();
-    let base = full.len() * CH;
-    for (c, oc) in full.iter_mut().enumerate() {
-        let mut acc = *oc;
-        for (wt, r) in w.iter().zip(rows.clone()) {
+    let d = o.len() / R;
+    let w: [&[f32]; R] = std::array::from_fn(|h| w[h]);
+    let full = d / CH;
+    for c in 0..full {
+        let mut acc = [[0f32; CH]; R];
+        for (h, acc) in acc.iter_mut().enumerate() {
+            acc.copy_from_slice(&o[h * d + c * CH..h * d + (c + 1) * CH]);
+        }
+        for (t, r) in rows.clone().enumerate().take(w[0].len()) {
             let rc = &r.as_chunks::<CH>().0[c];
-            for (a, v) in acc.iter_mut().zip(rc) {
-                *a += wt * v;
+            for h in 0..R {
+                let wt = w[h][t];
+                for (a, v) in acc[h].iter_mut().zip(rc) {
+                    *a += wt * v;
+                }
             }
         }
-        *oc = acc;
+        for (h, acc) in acc.iter().enumerate() {
+            o[h * d + c * CH..h * d + (c + 1) * CH].copy_from_slice(acc);
+        }
     }
-    if !rest.is_empty() {
-        for (wt, r) in w.iter().zip(rows) {
-            for (x, v) in rest.iter_mut().zip(&r[base..]) {
-                *x += wt * v;
+    let base = full * CH;
+    if base < d {
+        for (t, r) in rows.enumerate().take(w[0].len()) {
+            for h in 0..R {
+                let wt = w[h][t];
+                for (x, v) in o[h * d + base..(h + 1) * d].iter_mut().zip(&r[base..]) {
+                    *x += wt * v;
+                }
             }
         }
     }
@@ -465,7 +686,8 @@ mod tests {
     }
 
     /// Bit for bit the plain loop, element by element in the order of the
-    /// rows, at widths below, at and between the register chunks.
+    /// rows, at widths below, at and between the register chunks; and
+    /// several heads at once as each alone.
     #[test]
     fn add_weighted_adds_in_the_order_of_the_rows() {
         let mut seed = 11;
@@ -481,9 +703,92 @@ mod tests {
                 }
             }
             let mut got = start.clone();
-            add_weighted(&mut got, &w, v.chunks_exact(d));
+            add_weighted(&mut got, &[&w], v.chunks_exact(d));
             let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "d = {d}");
+            // Two and three heads at once over the same rows: each head's
+            // output is what it gets alone.
+            for r in [2usize, 3] {
+                let ws: Vec<Vec<f32>> = (0..r)
+                    .map(|_| (0..n).map(|_| lcg(&mut seed)).collect())
+                    .collect();
+                let mut alone = Vec::new();
+                for w in &ws {
+                    let mut o = start.clone();
+                    add_weighted(&mut o, &[w], v.chunks_exact(d));
+                    alone.extend(o);
+                }
+                let mut together: Vec<f32> = (0..r).flat_map(|_| start.clone()).collect();
+                let wr: Vec<&[f32]> = ws.iter().map(|w| &w[..]).collect();
+                add_weighted(&mut together, &wr, v.chunks_exact(d));
+                assert_eq!(bits(&together), bits(&alone), "d = {d}, {r} heads");
+            }
+        }
+    }
+
+    /// Many rows in one run (keys transposed, three query heads a pass,
+    /// runs of rows split across two threads) equal the same rows run one
+    /// at a time on the growing past (keys read in place, serial), bit for
+    /// bit: how a state built on a cached past stays exact.
+    #[test]
+    fn a_run_of_rows_equals_its_rows_one_at_a_time() {
+        let (hq, hk, d, p, s) = (9usize, 3usize, 72usize, 23usize, 41usize);
+        let mut seed = 3;
+        let mut draw = |n: usize| (0..n).map(|_| lcg(&mut seed)).collect::<Vec<f32>>();
+        let (pk, pv) = (draw(hk * p * d), draw(hk * p * d));
+        let (q, k, v) = (draw(s * hq * d), draw(s * hk * d), draw(s * hk * d));
+        let half = d / 2;
+        let cos: Arc<[f32]> = (0..128 * half).map(|i| (i as f32 * 0.01).cos()).collect();
+        let sin: Arc<[f32]> = (0..128 * half).map(|i| (i as f32 * 0.01).sin()).collect();
+        let gqa = Gqa {
+            heads: hq,
+            kv_heads: hk,
+            scale: 0.0,
+            rotary: Some((cos, sin, half)),
+            window: None,
+        };
+        let past = |x: &[f32], n: usize| Value::f32(vec![1, hk, n, d], x.to_vec());
+        let two = Pool::new(2).unwrap();
+        let one = Pool::new(1).unwrap();
+        let whole = gqa
+            .run(
+                q.clone(),
+                k.clone(),
+                &v,
+                s,
+                &past(&pk, p),
+                &past(&pv, p),
+                p + s,
+                false,
+                None,
+                &two,
+            )
+            .unwrap()
+            .out;
+        let (mut ck, mut cv) = (past(&pk, p), past(&pv, p));
+        let bits = |x: &[f32]| x.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        for i in 0..s {
+            let at = |x: &[f32], w: usize| x[i * w * d..(i + 1) * w * d].to_vec();
+            let r = gqa
+                .run(
+                    at(&q, hq),
+                    at(&k, hk),
+                    &at(&v, hk),
+                    1,
+                    &ck,
+                    &cv,
+                    p + i + 1,
+                    true,
+                    None,
+                    &one,
+                )
+                .unwrap();
+            assert_eq!(
+                bits(&r.out),
+                bits(&whole[i * hq * d..(i + 1) * hq * d]),
+                "row {i}"
+            );
+            (ck, cv) = r.present.unwrap();
         }
     }
 
