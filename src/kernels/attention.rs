@@ -192,34 +192,44 @@ impl Gqa {
         // A task is one key/value head's query heads (`g` of them, which
         // read the same keys and values) over a run of rows; output
         // `[kv_heads][runs · rows_per_run][g][D]`, so each task owns a
-        // piece. Several runs a thread, since later rows see more keys;
-        // everything on the caller where the work is too small to hand
-        // over.
+        // piece. Several runs a thread, since later rows see more keys.
+        // With too few rows for that (a token, a short suffix), a task is
+        // one query head, as 3 key/value heads on 2 threads would leave
+        // one thread twice the other's work. Everything on the caller
+        // where the work is too small to hand over.
         let g = hq / hk;
         let split = pool.worth_splitting(2 * hq * s * (p + s) * d);
+        let wanted = 4 * pool.threads();
+        let hpt = if split && s < wanted.div_ceil(hk) {
+            1
+        } else {
+            g
+        };
         let rows_per_run = if split {
-            s.div_ceil((4 * pool.threads()).div_ceil(hk)).max(1)
+            s.div_ceil(wanted.div_ceil(hq / hpt)).max(1)
         } else {
             s
         };
         let runs = s.div_ceil(rows_per_run);
-        let unit = rows_per_run * g * d;
-        let mut per_run = vec![0f32; hk * runs * unit];
+        let chunks = g / hpt;
+        let unit = rows_per_run * hpt * d;
+        let mut per_run = vec![0f32; hq / hpt * runs * unit];
         let piece = if split { unit } else { per_run.len() };
         pool.chunks_mut(&mut per_run, piece, |t, out| {
             for (u, o) in out.chunks_mut(unit).enumerate() {
                 let n = t * (piece / unit) + u;
-                let (kh, r) = (n / runs, n % runs);
+                let (kh, c, r) = (n / (chunks * runs), n / runs % chunks, n % runs);
                 let rows = r * rows_per_run..((r + 1) * rows_per_run).min(s);
-                heads.run(kh, rows, o);
+                heads.run(kh, c * hpt..(c + 1) * hpt, rows, o);
             }
         })?;
         let mut out = vec![0f32; s * hq * d];
-        for kh in 0..hk {
+        for task_heads in 0..hq / hpt {
             for i in 0..s {
-                let from = (kh * runs * rows_per_run + i) * g * d;
-                out[(i * hq + kh * g) * d..(i * hq + (kh + 1) * g) * d]
-                    .copy_from_slice(&per_run[from..from + g * d]);
+                let from = (task_heads * runs * rows_per_run + i) * hpt * d;
+                let h = task_heads * hpt;
+                out[(i * hq + h) * d..(i * hq + h + hpt) * d]
+                    .copy_from_slice(&per_run[from..from + hpt * d]);
             }
         }
         let present = want_present.then(|| {
@@ -259,35 +269,36 @@ struct Heads<'a> {
 }
 
 impl Heads<'_> {
-    /// Key/value head `kh`'s query heads over `rows`, into `out` as
-    /// `[rows][g][D]`. Natively the same code is also compiled for AVX2
+    /// Key/value head `kh`'s query heads `heads` (of its `g`) over `rows`,
+    /// into `out` as `[rows][heads][D]`. Natively the same code is also compiled for AVX2
     /// and AVX-512 and taken where the CPU has them: the results are the
     /// same bits (`dot` fixes its 8 lanes and every other loop is
     /// elementwise, and Rust never fuses a multiply and an add), only wider.
-    fn run(&self, kh: usize, rows: Range<usize>, out: &mut [f32]) {
+    fn run(&self, kh: usize, heads: Range<usize>, rows: Range<usize>, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx512f") {
             // SAFETY: avx512f (and so avx2) was detected.
-            return unsafe { self.run_avx512(kh, rows, out) };
+            return unsafe { self.run_avx512(kh, heads, rows, out) };
         }
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") {
             // SAFETY: avx2 was detected.
-            return unsafe { self.run_avx2(kh, rows, out) };
+            return unsafe { self.run_avx2(kh, heads, rows, out) };
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        return self.rows(kh, rows, out, 1, dot4_simd128, scores16_simd128);
+        return self.rows(kh, heads, rows, out, 1, dot4_simd128, scores16_simd128);
         #[allow(unreachable_code)]
-        self.rows(kh, rows, out, 1, dot4, scores16)
+        self.rows(kh, heads, rows, out, 1, dot4, scores16)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn run_avx2(&self, kh: usize, rows: Range<usize>, out: &mut [f32]) {
+    unsafe fn run_avx2(&self, kh: usize, heads: Range<usize>, rows: Range<usize>, out: &mut [f32]) {
         // A closure in a `target_feature` function has its features, so
         // it calls `dot4_avx2` safely.
         self.rows(
             kh,
+            heads,
             rows,
             out,
             1,
@@ -301,9 +312,16 @@ impl Heads<'_> {
     /// lanes, and each block and value row read serves all three.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,avx512f")]
-    unsafe fn run_avx512(&self, kh: usize, rows: Range<usize>, out: &mut [f32]) {
+    unsafe fn run_avx512(
+        &self,
+        kh: usize,
+        heads: Range<usize>,
+        rows: Range<usize>,
+        out: &mut [f32],
+    ) {
         self.rows(
             kh,
+            heads,
             rows,
             out,
             3,
@@ -316,9 +334,11 @@ impl Heads<'_> {
     /// hold); `dot4`: four keys' scores from their rows; `score16`: a
     /// block of `transpose_keys`' layout, for up to `group` queries.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn rows(
         &self,
         kh: usize,
+        heads: Range<usize>,
         rows: Range<usize>,
         out: &mut [f32],
         group: usize,
@@ -342,7 +362,7 @@ impl Heads<'_> {
             Vec::new()
         };
         let mut block_out = [[0f32; KB]; 3];
-        for (i, o) in rows.zip(out.chunks_exact_mut(g * d)) {
+        for (i, o) in rows.zip(out.chunks_exact_mut(heads.len() * d)) {
             // The past, then this row's branch up to itself: the same
             // tokens in the same order as the branch run alone. A window
             // drops the keys before position `lo`, in the past and in the
@@ -354,10 +374,10 @@ impl Heads<'_> {
             let np = p - past_lo;
             let n = np + i + 1 - branch_lo;
             let (past, branch) = (past_lo..p, p + branch_lo..p + i + 1);
-            for (j0, o) in (0..g).step_by(group).zip(o.chunks_mut(group * d)) {
-                let heads = j0..(j0 + group).min(g);
-                let r = heads.len();
-                let qs: Vec<&[f32]> = heads
+            for (j0, o) in heads.clone().step_by(group).zip(o.chunks_mut(group * d)) {
+                let pass = j0..(j0 + group).min(heads.end);
+                let r = pass.len();
+                let qs: Vec<&[f32]> = pass
                     .clone()
                     .map(|j| {
                         let h = kh * g + j;
@@ -732,14 +752,27 @@ mod tests {
     /// bit: how a state built on a cached past stays exact.
     #[test]
     fn a_run_of_rows_equals_its_rows_one_at_a_time() {
-        let (hq, hk, d, p, s) = (9usize, 3usize, 72usize, 23usize, 41usize);
+        // 41 rows: a task a key/value head's three query heads; 2 rows
+        // after a long past: split too, a task a query head.
+        for (p, s) in [(23usize, 41usize), (4000, 2)] {
+            a_run_equals_its_rows(p, s);
+        }
+    }
+
+    fn a_run_equals_its_rows(p: usize, s: usize) {
+        let (hq, hk, d) = (9usize, 3usize, 72usize);
         let mut seed = 3;
         let mut draw = |n: usize| (0..n).map(|_| lcg(&mut seed)).collect::<Vec<f32>>();
         let (pk, pv) = (draw(hk * p * d), draw(hk * p * d));
         let (q, k, v) = (draw(s * hq * d), draw(s * hk * d), draw(s * hk * d));
         let half = d / 2;
-        let cos: Arc<[f32]> = (0..128 * half).map(|i| (i as f32 * 0.01).cos()).collect();
-        let sin: Arc<[f32]> = (0..128 * half).map(|i| (i as f32 * 0.01).sin()).collect();
+        let positions = p + s;
+        let cos: Arc<[f32]> = (0..positions * half)
+            .map(|i| (i as f32 * 0.01).cos())
+            .collect();
+        let sin: Arc<[f32]> = (0..positions * half)
+            .map(|i| (i as f32 * 0.01).sin())
+            .collect();
         let gqa = Gqa {
             heads: hq,
             kv_heads: hk,
@@ -786,7 +819,7 @@ mod tests {
             assert_eq!(
                 bits(&r.out),
                 bits(&whole[i * hq * d..(i + 1) * hq * d]),
-                "row {i}"
+                "past {p}, row {i}"
             );
             (ck, cv) = r.present.unwrap();
         }
