@@ -377,21 +377,30 @@ impl Heads<'_> {
             for (j0, o) in heads.clone().step_by(group).zip(o.chunks_mut(group * d)) {
                 let pass = j0..(j0 + group).min(heads.end);
                 let r = pass.len();
-                let qs: Vec<&[f32]> = pass
-                    .clone()
-                    .map(|j| {
-                        let h = kh * g + j;
-                        &self.q[(i * self.hq + h) * d..(i * self.hq + h + 1) * d]
-                    })
-                    .collect();
+                // At most 3 heads a pass (`group`): slots on the stack, as
+                // this runs once a row and pass.
+                let mut qs: [&[f32]; 3] = [&[]; 3];
+                for (slot, j) in qs.iter_mut().zip(pass) {
+                    let h = kh * g + j;
+                    *slot = &self.q[(i * self.hq + h) * d..(i * self.hq + h + 1) * d];
+                }
+                let qs = &qs[..r];
                 if let Some(kt) = self.kt {
                     // Whole blocks into `by_key` (indexed by key), then
                     // this row's keys out of it.
                     let kt = &kt[kh * blocks * d..(kh + 1) * blocks * d];
-                    for range in [&past, &branch] {
+                    // One range where the branch starts at the past's end
+                    // (no window, no pack), so the block holding both ends
+                    // is scored once.
+                    let ranges = if past.end == branch.start {
+                        [past.start..branch.end, 0..0]
+                    } else {
+                        [past.clone(), branch.clone()]
+                    };
+                    for range in ranges.iter().filter(|r| !r.is_empty()) {
                         for b in range.start / KB..range.end.div_ceil(KB) {
                             let bo = &mut block_out[..r];
-                            score16(&qs, &kt[b * d..(b + 1) * d], self.scale, bo);
+                            score16(qs, &kt[b * d..(b + 1) * d], self.scale, bo);
                             for (x, by) in bo.iter().zip(by_key.chunks_exact_mut(blocks * KB)) {
                                 by[b * KB..(b + 1) * KB].copy_from_slice(x);
                             }
@@ -406,7 +415,7 @@ impl Heads<'_> {
                         sc[np..n].copy_from_slice(&by[branch.clone()]);
                     }
                 } else {
-                    for (sc, qi) in scores.chunks_exact_mut(width).zip(&qs) {
+                    for (sc, qi) in scores.chunks_exact_mut(width).zip(qs) {
                         let (sp, sb) = sc[..n].split_at_mut(np);
                         scores_into(
                             sp,
@@ -423,15 +432,13 @@ impl Heads<'_> {
                     softmax(&mut sc[..n]);
                 }
                 o.fill(0.0);
-                let ws: Vec<&[f32]> = scores
-                    .chunks_exact(width)
-                    .take(r)
-                    .map(|sc| &sc[..n])
-                    .collect();
-                let wp: Vec<&[f32]> = ws.iter().map(|w| &w[..np]).collect();
-                let wb: Vec<&[f32]> = ws.iter().map(|w| &w[np..]).collect();
-                add_weighted(o, &wp, past_v[past_lo * d..].chunks_exact(d));
-                add_weighted(o, &wb, (branch_lo..).map(|r| new_row(self.v, r, hk, kh, d)));
+                let (mut wp, mut wb): ([&[f32]; 3], [&[f32]; 3]) = ([&[]; 3], [&[]; 3]);
+                for ((p, b), sc) in wp.iter_mut().zip(&mut wb).zip(scores.chunks_exact(width)) {
+                    (*p, *b) = sc[..n].split_at(np);
+                }
+                add_weighted(o, &wp[..r], past_v[past_lo * d..].chunks_exact(d));
+                let branch_v = (branch_lo..).map(|r| new_row(self.v, r, hk, kh, d));
+                add_weighted(o, &wb[..r], branch_v);
             }
         }
     }
@@ -823,6 +830,45 @@ mod tests {
             );
             (ck, cv) = r.present.unwrap();
         }
+    }
+
+    /// Query heads that do not divide evenly over the key/value heads are
+    /// refused by name, and the same operator then runs a valid call.
+    #[test]
+    fn heads_that_do_not_divide_are_refused_and_a_valid_call_still_runs() {
+        let (s, d) = (2usize, 8usize);
+        let mut seed = 13;
+        let mut draw = |n: usize| (0..n).map(|_| lcg(&mut seed)).collect::<Vec<f32>>();
+        let pool = Pool::new(2).unwrap();
+        let run = |heads: usize, kv: usize, q: &[f32], k: &[f32], v: &[f32]| {
+            let gqa = Gqa {
+                heads,
+                kv_heads: kv,
+                scale: 0.0,
+                rotary: None,
+                window: None,
+            };
+            let empty = Value::f32(vec![1, kv, 0, d], Vec::new());
+            gqa.run(
+                q.to_vec(),
+                k.to_vec(),
+                v,
+                s,
+                &empty,
+                &empty,
+                s,
+                false,
+                None,
+                &pool,
+            )
+        };
+        let (q, k, v) = (draw(s * 9 * d), draw(s * 4 * d), draw(s * 4 * d));
+        let err = run(9, 4, &q, &k, &v).err().expect("9 heads over 4 refused");
+        assert!(err.to_string().contains("9 query heads over 4"), "{err}");
+        let (k3, v3) = (draw(s * 3 * d), draw(s * 3 * d));
+        let ok = run(9, 3, &q, &k3, &v3).expect("9 heads over 3 run");
+        assert_eq!(ok.out.len(), s * 9 * d);
+        assert!(ok.out.iter().all(|x| x.is_finite()));
     }
 
     /// One head, no rotary: a row's output is the softmax-weighted sum over
