@@ -13,22 +13,15 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use readout::core::eval::logit_cost::median;
 use readout::host::{machine, today};
-use readout::kernels::attention::Gqa;
-use readout::kernels::simd::lcg;
-use readout::kernels::tensor::Value;
+use readout::kernels::random_attention::{RandomAttention, D, HEADS, KV_HEADS, SHAPES};
 use readout::kernels::Pool;
 use serde_json::json;
 
 use common::Args;
-
-const HEADS: usize = 9;
-const KV_HEADS: usize = 3;
-const D: usize = 64;
 
 fn main() {
     let mut args = Args::from_env();
@@ -45,61 +38,16 @@ fn main() {
         .map(|&t| Pool::new(t).expect("thread pool"))
         .collect();
     let mut seed = 9u64;
-    let mut draw = |n: usize| -> Vec<f32> {
-        (0..n)
-            .map(|_| lcg(&mut seed) as f32 / (1u64 << 32) as f32 - 0.5)
-            .collect()
-    };
-    // SmolLM2's rotary caches: 8,192 positions, half of D each.
-    let (max_pos, half) = (8192, D / 2);
-    let angle = |p: usize, j: usize| p as f32 / 10000f32.powf(j as f32 / half as f32);
-    let cos: Arc<[f32]> = (0..max_pos * half)
-        .map(|i| angle(i / half, i % half).cos())
-        .collect();
-    let sin: Arc<[f32]> = (0..max_pos * half)
-        .map(|i| angle(i / half, i % half).sin())
-        .collect();
-    let gqa = Gqa {
-        heads: HEADS,
-        kv_heads: KV_HEADS,
-        scale: 0.0,
-        rotary: Some((cos, sin, half)),
-        window: None,
-    };
     let mut shapes = Vec::new();
-    for (name, p, s) in [
-        ("whole prefill", 0usize, 634usize),
-        ("evidence on a prefix", 416, 218),
-        ("one token", 634, 1),
-    ] {
-        let q = draw(s * HEADS * D);
-        let k = draw(s * KV_HEADS * D);
-        let v = draw(s * KV_HEADS * D);
-        let past_k = Value::f32(vec![1, KV_HEADS, p, D], draw(KV_HEADS * p * D));
-        let past_v = Value::f32(vec![1, KV_HEADS, p, D], draw(KV_HEADS * p * D));
-        // Keys seen: each row sees the past and the rows up to itself.
-        let seen: usize = (0..s).map(|i| p + i + 1).sum();
-        let macs = 2 * HEADS * seen * D;
+    for (name, p, s) in SHAPES {
+        let layer = RandomAttention::new(p, s, &mut seed);
+        let macs = layer.macs();
         let mut times = vec![Vec::new(); pools.len()];
         for _ in 0..rounds {
             for (pool, times) in pools.iter().zip(&mut times) {
                 let t0 = Instant::now();
-                let out = gqa
-                    .run(
-                        q.clone(),
-                        k.clone(),
-                        &v,
-                        s,
-                        &past_k,
-                        &past_v,
-                        p + s,
-                        true,
-                        None,
-                        pool,
-                    )
-                    .expect("attention");
+                layer.run(pool).expect("attention");
                 times.push(t0.elapsed().as_secs_f64());
-                std::hint::black_box(out.out);
             }
         }
         let mut by_threads = Vec::new();

@@ -25,7 +25,16 @@
 //   node bench/runners/dot_peak.mjs [--model smollm2-135m-instruct] [--threads 2]
 //        [--calls 15] [--ms 60] [--rows 1,4,45,256] [--lengths 1,8,32,64]
 //        [--runs 3] [--no-native] [--ab BEFORE.wasm,AFTER.wasm] [--rounds 3]
-//        [--note TEXT] [--zero-points] [--out FILE]
+//        [--note TEXT] [--zero-points] [--out FILE] [--opt-after LEVEL]
+//        [--attention]
+// --attention also times attention alone in each build (`AttentionBench`:
+// SmolLM2's heads, the shapes of `cargo bench --bench attention`) beside
+// the multiply-and-add peak (`mul_add`), which bounds it: attention keeps
+// `dot`'s bits in every build, so it cannot use the fused `madd`.
+// --opt-after -Oz (or -O3, ...) runs binaryen's wasm-opt at that level on
+// the AFTER build once bound, with the flags scripts/build_pkg.sh gives the
+// package's threaded build: so BEFORE,AFTER as the same .wasm measures what
+// the package's optimisation does to the kernel.
 // --note says in the JSON what the builds are (an A/B's files are paths
 // that mean nothing later).
 import binaryen from "binaryen";
@@ -49,6 +58,10 @@ const noNative = flagOption(a, "--no-native");
 const ab = option(a, "--ab", undefined)?.split(",");
 const rounds = numberOption(a, "--rounds", 3);
 const note = option(a, "--note", undefined);
+const optAfter = option(a, "--opt-after", undefined);
+const withAttention = flagOption(a, "--attention");
+// (name, past, rows): src/kernels/random_attention.rs's SHAPES.
+const ATTENTION_SHAPES = [["whole prefill", 0, 634], ["evidence on a prefix", 416, 218], ["one token", 634, 1]];
 // The builder's files have no zero points (every one is 8); --zero-points
 // gives the layer random ones, as q4_matmul does.
 const zeroPoints = flagOption(a, "--zero-points");
@@ -72,6 +85,9 @@ const KINDS = {
   relaxed: { macs: 16, type: "i32", update: (acc) => `(i32x4.relaxed_dot_i8x16_i7x16_add_s (local.get ${acc}) (local.get $b) (local.get ${acc}))` },
   dot_i16: { macs: 8, type: "i32", update: (acc) => `(i32x4.add (local.get ${acc}) (i32x4.dot_i16x8_s (local.get ${acc}) (local.get $b)))` },
   madd: { macs: 4, type: "f32", update: (acc) => `(f32x4.relaxed_madd (local.get ${acc}) (local.get $b) (local.get ${acc}))` },
+  // What attention may use: its sums keep `dot`'s bits in every build, so
+  // a multiply and a separate add, never fused.
+  mul_add: { macs: 4, type: "f32", update: (acc) => `(f32x4.add (local.get ${acc}) (f32x4.mul (local.get ${acc}) (local.get $b)))` },
 };
 
 /**
@@ -173,6 +189,24 @@ async function kernelInPage({ module, rows, threads, calls, ms, zeroPoints }) {
   return out;
 }
 
+/** In a page: a build's attention alone, as `kernelInPage` times the product. */
+async function attentionInPage({ module, past, rows, threads, calls, ms }) {
+  const { default: init, AttentionBench } = await import(module);
+  await init();
+  const k = await AttentionBench.create(past, rows, threads);
+  let reps = 1;
+  for (let t0 = performance.now(); performance.now() - t0 < ms; reps++) k.run();
+  const times = [];
+  for (let i = 0; i < calls; i++) {
+    const t0 = performance.now();
+    for (let r = 0; r < reps; r++) k.run();
+    times.push((performance.now() - t0) / reps);
+  }
+  const out = { macs: k.macs, threads: k.threads, reps, times };
+  k.free();
+  return out;
+}
+
 const median = (xs) => {
   const s = [...xs].sort((x, y) => x - y);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
@@ -201,7 +235,14 @@ function bind(wasm, label) {
   if (!existsSync(wasm)) throw new Error(`${wasm} is missing: run bash scripts/build_pkg.sh`);
   const dir = `target/bench/dot-peak/${label}`;
   execFileSync("wasm-bindgen", ["--target", "web", "--out-dir", join(ROOT, dir), "--out-name", "readout", wasm], { stdio: "inherit" });
-  return { label, wasm, built: statSync(wasm).mtime.toISOString(), module: `/${dir}/readout.js` };
+  const opt = label === "after" ? optAfter : undefined;
+  if (opt) {
+    // build_pkg.sh's flags for the threaded build, after wasm-bindgen as there.
+    const bound = join(ROOT, dir, "readout_bg.wasm");
+    const flags = ["threads", "bulk-memory", "nontrapping-float-to-int", "sign-ext", "mutable-globals", "reference-types", "multivalue", "simd", "relaxed-simd"].map((f) => `--enable-${f}`);
+    execFileSync(join(ROOT, "node_modules/.bin/wasm-opt"), [opt, ...flags, bound, "-o", bound], { stdio: "inherit" });
+  }
+  return { label, wasm, built: statSync(wasm).mtime.toISOString(), module: `/${dir}/readout.js`, ...(opt ? { wasm_opt: opt } : {}) };
 }
 
 const q4f16 = `${base}-q4f16`;
@@ -218,6 +259,7 @@ const builds = ab
 const ctx = await start({ webgpu: false });
 const peaks = {};
 const kernels = [];
+const attention = [];
 let browserVersion;
 // Any page of the server gives the workers an http origin, cross-origin isolated.
 const blank = async () => {
@@ -256,6 +298,14 @@ try {
           const peak = peaks[kind === "threads" ? "relaxed" : "dot_i16"].by_workers[r.threads]?.gmacs;
           kernels.push({ build: b.label, round, kernel: r.kernel, threads: r.threads, rows, runs_per_sample: r.reps, times_ms: r.times, gmacs, share_of_instruction_peak: peak ? gmacs / peak : null });
         }
+        for (const [shape, past, rows] of withAttention ? ATTENTION_SHAPES : []) {
+          log(`[dot_peak] attention, ${b.label} build${ab ? `, round ${round}` : ""}, ${t} thread(s), ${shape}`);
+          const r = await p.evaluate(attentionInPage, { module: b.module, past, rows, threads: t, calls, ms: callMs });
+          const ms = median(r.times.slice(Math.floor(r.times.length / 2)));
+          const gmacs = r.macs / (ms * 1e6);
+          const peak = peaks.mul_add.by_workers[r.threads]?.gmacs;
+          attention.push({ build: b.label, round, threads: r.threads, shape, past, rows, runs_per_sample: r.reps, times_ms: r.times, ms_per_layer: ms, gmacs, share_of_mul_add_peak: peak ? gmacs / peak : null });
+        }
       }
       await p.close();
     }
@@ -267,7 +317,7 @@ try {
 const native = noNative ? [] : nativeSweep("ort", [`${base}-q4f16`, `${base}-q4`, `${base}-fp32`], { lengths, runs, threads, log });
 const fastest = native.length ? native.reduce((b, v) => (v.fit.per_token_ms < b.fit.per_token_ms ? v : b)) : null;
 const goalMs = fastest ? 1.5 * fastest.fit.per_token_ms : null;
-const floors = Object.fromEntries(Object.entries(peaks).filter(([k]) => k !== "madd").map(([kind, p]) => {
+const floors = Object.fromEntries(Object.entries(peaks).filter(([k]) => k !== "madd" && k !== "mul_add").map(([kind, p]) => {
   const g = p.by_workers[threads].gmacs;
   const floorMs = body.macs / (g * 1e6);
   return [kind, { body_products_ms_at_peak: floorMs, share_of_goal: goalMs ? floorMs / goalMs : null }];
@@ -280,11 +330,17 @@ const abSummary = ab && [...new Set(kernels.map((k) => `${k.threads}|${k.rows}`)
   const before = of("before"), after = of("after");
   return { threads: t, rows, before_gmacs: before, after_gmacs: after, after_over_before: after / before };
 });
+const attentionAb = ab && withAttention && [...new Set(attention.map((k) => `${k.threads}|${k.shape}`))].map((key) => {
+  const [t, shape] = key.split("|");
+  const of = (label) => median(attention.filter((k) => k.build === label && k.threads === Number(t) && k.shape === shape).map((k) => k.ms_per_layer));
+  const before = of("before"), after = of("after");
+  return { threads: Number(t), shape, before_ms: before, after_ms: after, before_over_after: before / after };
+});
 const result = {
   study: "dot-peak", note, zero_points: zeroPoints, date: new Date().toISOString().slice(0, 10), model: base, threads, calls, call_ms: callMs, unroll: UNROLL,
   browser: browserVersion, body: { multiply_adds_per_token: body.macs, ...body.config },
   builds: builds.map(([b]) => ({ label: b.label, wasm: b.wasm, built: b.built })),
-  peaks, kernels, ab: abSummary, native, fastest_native: fastest && { model: fastest.model, per_token_ms: fastest.fit.per_token_ms },
+  peaks, kernels, ab: abSummary, attention, attention_ab: attentionAb, native, fastest_native: fastest && { model: fastest.model, per_token_ms: fastest.fit.per_token_ms },
   goal_per_token_ms: goalMs, floors,
   machine: { cpus: cpus().length, model: cpus()[0]?.model },
 };
@@ -298,6 +354,13 @@ for (const [kind, p] of Object.entries(peaks)) {
 for (const k of kernels) {
   const share = k.share_of_instruction_peak;
   console.log(`kernel ${k.kernel} (${k.build} build${ab ? `, round ${k.round}` : ""}), ${k.threads} thread(s), ${k.rows} rows: ${k.gmacs.toFixed(1)} G/s${share ? `, ${(100 * share).toFixed(0)} % of its instruction's peak` : ""}`);
+}
+for (const k of attention) {
+  const share = k.share_of_mul_add_peak;
+  console.log(`attention (${k.build} build${ab ? `, round ${k.round}` : ""}), ${k.threads} thread(s), ${k.shape}: ${k.ms_per_layer.toFixed(2)} ms a layer, ${k.gmacs.toFixed(1)} G/s${share ? `, ${(100 * share).toFixed(0)} % of mul_add's peak` : ""}`);
+}
+for (const r of attentionAb || []) {
+  console.log(`A/B attention ${r.threads} thread(s), ${r.shape}: ${r.before_ms.toFixed(2)} -> ${r.after_ms.toFixed(2)} ms a layer (${r.before_over_after.toFixed(2)}x, medians of ${rounds})`);
 }
 for (const r of abSummary ?? []) {
   console.log(`A/B ${r.threads} thread(s), ${r.rows} rows: ${r.before_gmacs.toFixed(1)} -> ${r.after_gmacs.toFixed(1)} G/s (${r.after_over_before.toFixed(2)}x, medians of ${rounds})`);

@@ -251,3 +251,59 @@ impl KernelBench {
         crate::kernels::simd::detect().name().to_string()
     }
 }
+
+/// Attention alone (`kernels::random_attention`, the layer `cargo bench
+/// --bench attention` times natively) on SmolLM2's head shapes, so that
+/// `bench/runners/dot_peak.mjs` can set it beside the float
+/// instructions' own peak in this browser. `create(past, rows, threads)`
+/// starts the workers the threaded build needs; each `run()` computes one
+/// layer's attention for `rows` new rows after `past`; the page times it.
+#[wasm_bindgen]
+pub struct AttentionBench {
+    layer: crate::kernels::random_attention::RandomAttention,
+    pool: crate::kernels::Pool,
+}
+
+#[wasm_bindgen]
+impl AttentionBench {
+    pub async fn create(
+        past: usize,
+        rows: usize,
+        threads: usize,
+    ) -> Result<AttentionBench, JsValue> {
+        use crate::kernels::random_attention::RandomAttention;
+        // A bound on the inputs drawn (the rotary caches hold 8,192
+        // positions), so a typo cannot ask for gigabytes.
+        if rows == 0 || past + rows > 8192 {
+            return Err(js_err(format!(
+                "past + rows: 1 to 8192 rows in all, got past {past} and rows {rows}"
+            )));
+        }
+        #[cfg(target_feature = "atomics")]
+        super::threads::ensure(threads)
+            .await
+            .map_err(super::convert::load_err)?;
+        let pool = crate::kernels::Pool::new(threads).map_err(js_err)?;
+        let mut seed = 9u64;
+        Ok(AttentionBench {
+            layer: RandomAttention::new(past, rows, &mut seed),
+            pool,
+        })
+    }
+
+    pub fn run(&self) -> Result<(), JsValue> {
+        self.layer.run(&self.pool).map_err(js_err)
+    }
+
+    /// Multiply-adds of one `run()` (scores and weighted sums).
+    #[wasm_bindgen(getter)]
+    pub fn macs(&self) -> f64 {
+        self.layer.macs() as f64
+    }
+
+    /// Threads the pool runs on (the single-thread build: 1).
+    #[wasm_bindgen(getter)]
+    pub fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+}

@@ -286,7 +286,7 @@ impl Heads<'_> {
             return unsafe { self.run_avx2(kh, heads, rows, out) };
         }
         #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-        return self.rows(kh, heads, rows, out, 1, dot4_simd128, scores16_simd128);
+        return self.rows(kh, heads, rows, out, 3, dot4_simd128, scores16_simd128);
         #[allow(unreachable_code)]
         self.rows(kh, heads, rows, out, 1, dot4, scores16)
     }
@@ -630,19 +630,32 @@ pub fn self_test() -> usize {
 #[inline(always)]
 fn add_weighted<'a>(o: &mut [f32], w: &[&[f32]], rows: impl Iterator<Item = &'a [f32]> + Clone) {
     match w.len() {
-        1 => add_weighted_n::<1>(o, w, rows),
-        2 => add_weighted_n::<2>(o, w, rows),
-        _ => add_weighted_n::<3>(o, w, rows),
+        1 => add_weighted_n::<1, { weighted_chunk(1) }>(o, w, rows),
+        2 => add_weighted_n::<2, { weighted_chunk(2) }>(o, w, rows),
+        _ => add_weighted_n::<3, { weighted_chunk(3) }>(o, w, rows),
+    }
+}
+
+/// `add_weighted`'s chunk for `r` heads. wasm has 16 vector registers of
+/// 4 lanes: 8 accumulators a pass, however many heads share it.
+const fn weighted_chunk(r: usize) -> usize {
+    if !cfg!(target_arch = "wasm32") {
+        64
+    } else if r == 1 {
+        32
+    } else if r == 2 {
+        16
+    } else {
+        8
     }
 }
 
 #[inline(always)]
-fn add_weighted_n<'a, const R: usize>(
+fn add_weighted_n<'a, const R: usize, const CH: usize>(
     o: &mut [f32],
     w: &[&[f32]],
     rows: impl Iterator<Item = &'a [f32]> + Clone,
 ) {
-    const CH: usize = if cfg!(target_arch = "wasm32") { 32 } else { 64 };
     let d = o.len() / R;
     let w: [&[f32]; R] = std::array::from_fn(|h| w[h]);
     let full = d / CH;

@@ -8,6 +8,7 @@ mod error;
 pub mod exp;
 pub mod par;
 pub mod q4;
+pub mod random_attention;
 pub mod random_layer;
 pub mod simd;
 pub mod tensor;
