@@ -274,7 +274,7 @@ impl AttentionBench {
         use crate::kernels::random_attention::RandomAttention;
         // A bound on the inputs drawn (the rotary caches hold 8,192
         // positions), so a typo cannot ask for gigabytes.
-        if rows == 0 || past + rows > 8192 {
+        if rows == 0 || past.checked_add(rows).is_none_or(|n| n > 8192) {
             return Err(js_err(format!(
                 "past + rows: 1 to 8192 rows in all, got past {past} and rows {rows}"
             )));

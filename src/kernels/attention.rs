@@ -330,9 +330,12 @@ impl Heads<'_> {
         )
     }
 
-    /// `group`: how many query heads one pass takes (what the registers
-    /// hold); `dot4`: four keys' scores from their rows; `score16`: a
-    /// block of `transpose_keys`' layout, for up to `group` queries.
+    /// `group`: how many query heads one pass takes: each key block and
+    /// value row is read once for all of them (natively as many as the
+    /// registers score at once; SIMD128 scores them one after the other
+    /// on a block in the first-level cache); `dot4`: four keys' scores
+    /// from their rows; `score16`: a block of `transpose_keys`' layout,
+    /// for up to `group` queries.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn rows(

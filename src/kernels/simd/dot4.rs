@@ -159,7 +159,9 @@ fn scores16_avx2_one(q: &[f32], block: &[[f32; KB]], scale: f32) -> [f32; KB] {
     out
 }
 
-/// `scores16` in SIMD128 registers: the block in four quarters of 4 keys.
+/// `scores16` in SIMD128 registers: the block in four quarters of 4 keys,
+/// one query at a time (a query's 8 lanes for 4 keys are 8 of the 16
+/// registers; the block stays in the first-level cache between queries).
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 pub(crate) fn scores16_simd128(
     qs: &[&[f32]],
