@@ -167,15 +167,15 @@ async function inPage({ bytes, name, workers, calls, ms, src }) {
 }
 
 /**
- * In a page: a build's product kernel over `rows` rows on `threads`
- * threads. Each of the `calls` samples repeats `run()` for about `ms`
- * (one run of a few rows takes well under a millisecond), after untimed
- * runs for as long.
+ * In a page: one of a build's benches (`KernelBench`: the product kernel;
+ * `AttentionBench`: attention alone), made by `create(...args)`. Each of
+ * the `calls` samples repeats `run()` for about `ms` (one run of a few rows
+ * takes well under a millisecond), after untimed runs for as long.
  */
-async function kernelInPage({ module, rows, threads, calls, ms, zeroPoints }) {
-  const { default: init, KernelBench } = await import(module);
-  await init();
-  const k = await KernelBench.create(rows, threads, zeroPoints);
+async function benchInPage({ module, bench, args, calls, ms }) {
+  const mod = await import(module);
+  await mod.default();
+  const k = await mod[bench].create(...args);
   let reps = 1;
   for (let t0 = performance.now(); performance.now() - t0 < ms; reps++) k.run();
   const times = [];
@@ -184,25 +184,7 @@ async function kernelInPage({ module, rows, threads, calls, ms, zeroPoints }) {
     for (let r = 0; r < reps; r++) k.run();
     times.push((performance.now() - t0) / reps);
   }
-  const out = { macs: k.macs, threads: k.threads, kernel: k.kernel, reps, times };
-  k.free();
-  return out;
-}
-
-/** In a page: a build's attention alone, as `kernelInPage` times the product. */
-async function attentionInPage({ module, past, rows, threads, calls, ms }) {
-  const { default: init, AttentionBench } = await import(module);
-  await init();
-  const k = await AttentionBench.create(past, rows, threads);
-  let reps = 1;
-  for (let t0 = performance.now(); performance.now() - t0 < ms; reps++) k.run();
-  const times = [];
-  for (let i = 0; i < calls; i++) {
-    const t0 = performance.now();
-    for (let r = 0; r < reps; r++) k.run();
-    times.push((performance.now() - t0) / reps);
-  }
-  const out = { macs: k.macs, threads: k.threads, reps, times };
+  const out = { macs: k.macs, threads: k.threads, kernel: bench === "KernelBench" ? k.kernel : undefined, reps, times };
   k.free();
   return out;
 }
@@ -292,7 +274,7 @@ try {
       for (const t of counts) {
         for (const rows of rowCounts) {
           log(`[dot_peak] kernel, ${b.label} build${ab ? `, round ${round}` : ""}, ${t} thread(s), ${rows} rows`);
-          const r = await p.evaluate(kernelInPage, { module: b.module, rows, threads: t, calls, ms: callMs, zeroPoints });
+          const r = await p.evaluate(benchInPage, { module: b.module, bench: "KernelBench", args: [rows, t, zeroPoints], calls, ms: callMs });
           const later = r.times.slice(Math.floor(r.times.length / 2));
           const gmacs = r.macs / (median(later) * 1e6);
           const peak = peaks[kind === "threads" ? "relaxed" : "dot_i16"].by_workers[r.threads]?.gmacs;
@@ -300,7 +282,7 @@ try {
         }
         for (const [shape, past, rows] of withAttention ? ATTENTION_SHAPES : []) {
           log(`[dot_peak] attention, ${b.label} build${ab ? `, round ${round}` : ""}, ${t} thread(s), ${shape}`);
-          const r = await p.evaluate(attentionInPage, { module: b.module, past, rows, threads: t, calls, ms: callMs });
+          const r = await p.evaluate(benchInPage, { module: b.module, bench: "AttentionBench", args: [past, rows, t], calls, ms: callMs });
           const ms = median(r.times.slice(Math.floor(r.times.length / 2)));
           const gmacs = r.macs / (ms * 1e6);
           const peak = peaks.mul_add.by_workers[r.threads]?.gmacs;
