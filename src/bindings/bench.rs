@@ -206,11 +206,7 @@ impl KernelBench {
         if rows == 0 {
             return Err(js_err("rows: at least 1"));
         }
-        #[cfg(target_feature = "atomics")]
-        super::threads::ensure(threads)
-            .await
-            .map_err(super::convert::load_err)?;
-        let pool = crate::kernels::Pool::new(threads).map_err(js_err)?;
+        let pool = bench_pool(threads).await?;
         let mut seed = 5u64;
         let layer = RandomLayer::new(&SMOLLM2_LAYER, zero_points, &mut seed).map_err(js_err)?;
         let acts = layer.activations(rows, &mut seed);
@@ -252,6 +248,15 @@ impl KernelBench {
     }
 }
 
+/// The pool a bench runs on: the threaded build's workers started first.
+async fn bench_pool(threads: usize) -> Result<crate::kernels::Pool, JsValue> {
+    #[cfg(target_feature = "atomics")]
+    super::threads::ensure(threads)
+        .await
+        .map_err(super::convert::load_err)?;
+    crate::kernels::Pool::new(threads).map_err(js_err)
+}
+
 /// Attention alone (`kernels::random_attention`, the layer `cargo bench
 /// --bench attention` times natively) on SmolLM2's head shapes, so that
 /// `bench/runners/dot_peak.mjs` can set it beside the float
@@ -272,18 +277,15 @@ impl AttentionBench {
         threads: usize,
     ) -> Result<AttentionBench, JsValue> {
         use crate::kernels::random_attention::RandomAttention;
-        // A bound on the inputs drawn (the rotary caches hold 8,192
-        // positions), so a typo cannot ask for gigabytes.
-        if rows == 0 || past.checked_add(rows).is_none_or(|n| n > 8192) {
+        use crate::kernels::random_attention::MAX_POSITIONS;
+        // A bound on the inputs drawn (the rotary caches' positions), so a
+        // typo cannot ask for gigabytes.
+        if rows == 0 || past.checked_add(rows).is_none_or(|n| n > MAX_POSITIONS) {
             return Err(js_err(format!(
-                "past + rows: 1 to 8192 rows in all, got past {past} and rows {rows}"
+                "past + rows: 1 to {MAX_POSITIONS} rows in all, got past {past} and rows {rows}"
             )));
         }
-        #[cfg(target_feature = "atomics")]
-        super::threads::ensure(threads)
-            .await
-            .map_err(super::convert::load_err)?;
-        let pool = crate::kernels::Pool::new(threads).map_err(js_err)?;
+        let pool = bench_pool(threads).await?;
         let mut seed = 9u64;
         Ok(AttentionBench {
             layer: RandomAttention::new(past, rows, &mut seed),

@@ -15,6 +15,8 @@ use super::{OpError, Pool};
 pub const HEADS: usize = 9;
 pub const KV_HEADS: usize = 3;
 pub const D: usize = 64;
+/// Positions SmolLM2's rotary caches hold: a past and its rows fit in it.
+pub const MAX_POSITIONS: usize = 8192;
 
 /// The shapes that cost most in the shared-prefix bench, as (name, past,
 /// rows): a whole 634-token prefill, the 218 tokens of evidence after a
@@ -38,14 +40,14 @@ pub struct RandomAttention {
 
 impl RandomAttention {
     /// `rows` new rows after a past of `past`, values in [-0.5, 0.5), with
-    /// SmolLM2's rotary caches (8,192 positions).
+    /// SmolLM2's rotary caches (`MAX_POSITIONS`).
     pub fn new(past: usize, rows: usize, seed: &mut u64) -> Self {
         let mut draw = |n: usize| -> Vec<f32> {
             (0..n)
                 .map(|_| lcg(seed) as f32 / (1u64 << 32) as f32 - 0.5)
                 .collect()
         };
-        let (max_pos, half) = (8192, D / 2);
+        let (max_pos, half) = (MAX_POSITIONS, D / 2);
         let angle = |p: usize, j: usize| p as f32 / 10000f32.powf(j as f32 / half as f32);
         let cos: Arc<[f32]> = (0..max_pos * half)
             .map(|i| angle(i / half, i % half).cos())
