@@ -12,7 +12,8 @@
 //! one criterion are compared, so the speed is of the same computation.
 //! Writes bench/results/<date>-native-shared-prefix.json, and the texts it
 //! used to target/shared-prefix-texts.json, which the Chromium runner
-//! (bench/runners/shared_prefix.mjs) reads so both measure the same states.
+//! (bench/runners/shared_prefix.mjs) reads so both measure the same states
+//! (not under `--profile`, whose few states would replace them).
 //!
 //! `--order blocks`: every state whole first, then every state on the
 //! prefix (as a corpus on one rubric runs), instead of alternating; the
@@ -115,13 +116,17 @@ fn main() {
         "Is this ticket urgent?".into(),
         &["Yes", "No"],
     );
-    std::fs::create_dir_all("target").expect("target/");
-    let texts = json!({
-        "model": dir.display().to_string(),
-        "instruction": instruction,
-        "evidence": docs.iter().map(|d| d.evidence.clone()).collect::<Vec<_>>(),
-    });
-    std::fs::write("target/shared-prefix-texts.json", texts.to_string()).expect("write texts");
+    // A profiling run (`--profile`, a few states) leaves the texts of the
+    // last full run alone: the Chromium runner measures those.
+    if profile.is_none() {
+        std::fs::create_dir_all("target").expect("target/");
+        let texts = json!({
+            "model": dir.display().to_string(),
+            "instruction": instruction,
+            "evidence": docs.iter().map(|d| d.evidence.clone()).collect::<Vec<_>>(),
+        });
+        std::fs::write("target/shared-prefix-texts.json", texts.to_string()).expect("write texts");
+    }
     let style = HeadStyle {
         mode: Mode::Letters,
         prompt: PromptStyle::Plain,
