@@ -15,7 +15,8 @@
 // are cargo's diagnostics builds as scripts/build_pkg.sh last left them,
 // bound by wasm-bindgen into target/bench/dot-peak/ (as bench/studies/cpu_profile.mjs
 // does). --ab BEFORE.wasm,AFTER.wasm measures two threaded builds instead,
-// alternated --rounds times, for a kernel change.
+// alternated --rounds times (the AFTER build first in even rounds), for a
+// kernel change.
 // The goal: a token in the browser costs at most 1.5× the fastest native
 // ONNX Runtime variant. The model body's int4 products alone need
 // body multiply-adds ÷ peak; if that exceeds 1.5× native, no kernel built
@@ -268,7 +269,11 @@ try {
   }
   await page.close();
   for (let round = 1; round <= (ab ? rounds : 1); round++) {
-    for (const [b, kind, counts] of builds) {
+    // Even rounds run the AFTER build first: with one order every round,
+    // drift within a round (the host's load, the second thread's warm-up)
+    // favoured the build that ran second. Two identical kernels measured
+    // 1.16-1.17x apart on 2 threads that way (2026-12-06).
+    for (const [b, kind, counts] of round % 2 ? builds : [...builds].reverse()) {
       // A page per build: its kernel workers live as long as the page.
       const p = await blank();
       for (const t of counts) {
