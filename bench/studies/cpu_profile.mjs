@@ -35,6 +35,7 @@ import { serve, ROOT } from "../../scripts/serve.mjs";
 import { launch } from "../../scripts/chromium.mjs";
 import { option, sampled, selfTimes } from "../../scripts/browser.mjs";
 import { eightCriteriaStates } from "../runners/pack_common.mjs";
+import { OTHER, PARTS, partOf } from "./profile_parts.mjs";
 
 const TEXTS = join(ROOT, "target/shared-prefix-texts.json");
 
@@ -68,19 +69,6 @@ function parseArgs(argv) {
   return o;
 }
 
-// The parts of the runtime, by the Rust path in a function's name; the
-// first that matches takes the function. Attention comes first: its
-// scoring lives in kernels::simd::dot4, beside the int8 kernels, and the
-// profiles of 2026-12-05 and 12-06 (written before this order) counted it
-// as int8 products.
-const PARTS = [
-  ["attention (scores, softmax, weighted values, rotary)", /kernels::attention|kernels::exp|kernels::simd::dot4/],
-  ["int8 products (quantise, group_rows, columns)", /kernels::simd|kernels::q4|quantis/],
-  ["allocation and copies", /dlmalloc|alloc::|memset|memcpy|memmove|__rdl_|__rust_(alloc|dealloc|realloc)|raw_vec/],
-  ["element-wise, norms, shapes", /kernels::ops/],
-  ["interpreter", /kernels::program|kernels::tensor|kernels::par/],
-  ["engine and readout", /readout\[[0-9a-f]+\]::(engine|core|runtime|bindings)/],
-];
 
 async function main() {
   const o = parseArgs(process.argv.slice(2));
@@ -134,11 +122,8 @@ async function main() {
 function parted(profile) {
   const self = selfTimes(profile);
   const total = Object.values(self).reduce((a, b) => a + b, 0);
-  const ms = Object.fromEntries([...PARTS.map(([k]) => [k, 0]), ["everything else (JS, idle, unnamed)", 0]]);
-  for (const [name, t] of Object.entries(self)) {
-    const part = PARTS.find(([, re]) => re.test(name));
-    ms[part ? part[0] : "everything else (JS, idle, unnamed)"] += t;
-  }
+  const ms = Object.fromEntries([...PARTS.map(([k]) => [k, 0]), [OTHER, 0]]);
+  for (const [name, t] of Object.entries(self)) ms[partOf(name)] += t;
   const pct = (t) => +((t / total) * 100).toFixed(1);
   // Names without their crate hash, so two builds' profiles compare.
   const short = (name) => name.replace(/\[[0-9a-f]{16}\]/g, "");
