@@ -206,7 +206,14 @@ impl Gqa {
             g
         };
         let rows_per_run = if split {
-            s.div_ceil(wanted.div_ceil(hq / hpt)).max(1)
+            // Runs a head group: at least `wanted` tasks in all, and a
+            // multiple of the threads, so tasks of equal cost end together.
+            let groups = hq / hpt;
+            let mut r = wanted.div_ceil(groups);
+            while (groups * r) % pool.threads() != 0 {
+                r += 1;
+            }
+            s.div_ceil(r).max(1)
         } else {
             s
         };
