@@ -72,7 +72,11 @@ function parseArgs(argv) {
 
 async function main() {
   const o = parseArgs(process.argv.slice(2));
-  const states = eightCriteriaStates().slice(0, o.states);
+  // Refused before anything runs, not after it, so a long profile is never lost
+  // to a name already taken.
+  const name = o.texts ? `cpu-profile-shared-prefix-${o.model}` : `cpu-profile-${o.model}-${o.build}`;
+  const out = o.out ?? join(ROOT, "bench", "results", `${new Date().toISOString().slice(0, 10)}-${name}.json`);
+  if (!o.out && existsSync(out)) throw new Error(`${out} exists: pass --out to write elsewhere`);
   const threads = o.build === "threads";
   const cargoOut = threads ? "target/threads/wasm32-unknown-unknown/release/readout.wasm" : "target/wasm32-unknown-unknown/release/readout.wasm";
   const wasm = o.wasm ? resolve(o.wasm) : join(ROOT, cargoOut);
@@ -105,9 +109,6 @@ async function main() {
     await browser.close();
     server.close();
   }
-  const name = o.texts ? `cpu-profile-shared-prefix-${o.model}` : `cpu-profile-${o.model}-${o.build}`;
-  const out = o.out ?? join(ROOT, "bench", "results", `${doc.date}-${name}.json`);
-  if (!o.out && existsSync(out)) throw new Error(`${out} exists: pass --out to write elsewhere`);
   writeFileSync(out, JSON.stringify(doc, null, 2) + "\n");
   for (const [label, r] of o.texts ? Object.entries(doc.paths) : [["", doc]]) {
     for (const [k, v] of Object.entries(r.parts)) console.error(`cpu_profile: ${label ? `${label}: ` : ""}${v.toFixed(1).padStart(5)} %  ${k}`);
