@@ -8,10 +8,13 @@ const READY = "readout-kernels-ready";
 
 if (typeof WorkerGlobalScope !== "undefined" && globalThis instanceof WorkerGlobalScope && globalThis.name === NAME) {
   globalThis.addEventListener("message", async (event) => {
-    const { module, memory, index, main } = event.data;
+    const { module, memory, index } = event.data;
     let pkg;
     try {
-      pkg = await import(main);
+      // wasm-bindgen puts this file at snippets/<crate>-<hash>/js/, three
+      // levels below the package's readout.js. A literal path, so that a
+      // bundler resolves it to the module it already bundled.
+      pkg = await import("../../../readout.js");
       await pkg.default({ module_or_path: module, memory });
     } catch (e) {
       globalThis.postMessage({ error: String(e && e.message ? e.message : e) });
@@ -28,10 +31,6 @@ if (typeof WorkerGlobalScope !== "undefined" && globalThis instanceof WorkerGlob
     }
   }, { once: true });
 }
-
-// wasm-bindgen puts this file at snippets/<crate>-<hash>/js/, three
-// levels below the package's readout.js.
-const MAIN = new URL("../../../readout.js", import.meta.url).href;
 
 // The workers this thread spawned, by index: a job that stalls (a worker
 // terminated or hung inside its piece) has the ones it gave up on
@@ -58,7 +57,7 @@ export function startWorkers(module, memory, first, count) {
         else reject(new Error(`kernel worker ${index}: ${event.data && event.data.error}`));
       }, { once: true });
       worker.addEventListener("error", (event) => reject(new Error(`kernel worker ${index}: ${event.message || "failed to start"}`)), { once: true });
-      worker.postMessage({ module, memory, index, main: MAIN });
+      worker.postMessage({ module, memory, index });
     });
   return Promise.all(Array.from({ length: count }, (_, i) => one(first + i)));
 }

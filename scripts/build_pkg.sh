@@ -3,7 +3,7 @@
 # CLI version pinned to the crate's in Cargo.lock), wasm-opt (Debian's when
 # present for the single build; npm's binaryen, required, for the threaded),
 # and the package's files from js/ (package.json, with onnxruntime-web as a
-# peer dependency; README.md; select.js and node.js with their types). Then the same
+# peer dependency; README.md; select.js, node.js and worker.js with their types). Then the same
 # crate with the `diagnostics` feature into pkg-diagnostics/: the benchmark
 # page and the browser tests load that build (its extra entry points are
 # not the product's API). Each gets a threads/ beside it: the threaded
@@ -111,6 +111,12 @@ build() {
     cp js/select.js js/select.d.ts "$tmp/"
     # Node: file: URLs read from disk, and the wasm given to init().
     cp js/node.js js/node.d.ts "$tmp/"
+    # The engine in a dedicated Worker (readout/worker): the page's side and the worker's.
+    cp js/worker.js js/worker.d.ts js/worker_main.js "$tmp/"
+    # What the engine keeps across visits, listed and deleted (readout/storage);
+    # the same module the engine imports as a snippet.
+    cp js/store.js "$tmp/storage.js"
+    cp js/store.d.ts "$tmp/storage.d.ts"
   fi
   # Only the folder this script writes is replaced.
   rm -rf "$out" && mv "$tmp" "$out"

@@ -9,3 +9,12 @@ export function launch({ webgpu = true } = {}) {
   const args = [...BASE_FLAGS, ...(webgpu ? ["--enable-unsafe-webgpu"] : ["--disable-features=WebGPU"])];
   return chromium.launch({ executablePath: CHROMIUM, args, headless: true });
 }
+
+/**
+ * The same Chromium with a profile kept in `dir` (its storage survives, as a
+ * user's does between visits); resolves with a BrowserContext.
+ */
+export function launchPersistent(dir, { webgpu = true, viewport } = {}) {
+  const args = [...BASE_FLAGS, ...(webgpu ? ["--enable-unsafe-webgpu"] : ["--disable-features=WebGPU"])];
+  return chromium.launchPersistentContext(dir, { executablePath: CHROMIUM, args, headless: true, viewport });
+}

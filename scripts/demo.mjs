@@ -5,11 +5,13 @@
 //   node scripts/demo.mjs [--port 8000]
 //   node scripts/demo.mjs --headless [--model ID] [--backend auto|webgpu|wasm]
 //                         [--screenshot FILE] [--json FILE] [--timeout-s 1200]
+//                         [--profile DIR]   (a browser profile kept between runs:
+//                                            the second run reads the model from storage)
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { serve } from "./serve.mjs";
-import { launch } from "./chromium.mjs";
+import { launch, launchPersistent } from "./chromium.mjs";
 
 /** Runs in the demo page: what it shows once the example has run (the badge, the table). */
 export function readDecisionTable() {
@@ -17,6 +19,9 @@ export function readDecisionTable() {
     backend: document.getElementById("badge").dataset.backend,
     badge: document.getElementById("badge").textContent,
     info: document.getElementById("model-info").textContent,
+    source: document.getElementById("model-source").textContent,
+    fromStorage: Number(document.getElementById("model-source").dataset.fromStorage ?? NaN),
+    downloaded: Number(document.getElementById("model-source").dataset.downloaded ?? NaN),
     summary: document.getElementById("summary").textContent,
     error: document.getElementById("state-error").textContent,
     decisions: [...document.querySelectorAll("#decisions tbody tr")].map((tr) => ({
@@ -30,15 +35,20 @@ export function readDecisionTable() {
   };
 }
 
-/** Drives the demo page headless: load, run the example, read the decision table. */
-export async function driveDemo({ model, backend = "auto", screenshot, timeout = 1_200_000, log = (l) => console.error(l) } = {}) {
+/**
+ * Drives the demo page headless: load, run the example, read the decision
+ * table. `profile`: a browser profile folder kept between runs (the model
+ * files the page stored are read from it on the next run).
+ */
+export async function driveDemo({ model, backend = "auto", screenshot, timeout = 1_200_000, profile, log = (l) => console.error(l) } = {}) {
   const server = await serve(0);
   const query = new URLSearchParams({ ...(model ? { model } : {}), backend });
   const url = `http://127.0.0.1:${server.address().port}/www/?${query}`;
   const tail = [];
-  const browser = await launch({ webgpu: true });
+  const viewport = { width: 1180, height: 900 };
+  const browser = profile ? await launchPersistent(profile, { webgpu: true, viewport }) : await launch({ webgpu: true });
   try {
-    const page = await browser.newPage({ viewport: { width: 1180, height: 900 } });
+    const page = await browser.newPage(profile ? undefined : { viewport });
     page.on("console", (m) => tail.push(m.text()));
     page.on("pageerror", (e) => tail.push(`pageerror: ${e.message}`));
     log(`[demo] ${url}`);
@@ -59,6 +69,7 @@ export async function driveDemo({ model, backend = "auto", screenshot, timeout =
       }
       log(`[demo] ${await page.locator("#badge").textContent()}`);
       log(`[demo] ${await page.locator("#model-info").textContent()}`);
+      log(`[demo] ${await page.locator("#model-source").textContent()}`);
       await page.click("#run");
       await page.waitForFunction(() => ["done", "error"].includes(document.getElementById("status").dataset.state), null, { timeout });
     } finally {
@@ -97,6 +108,7 @@ async function main() {
   const backend = value("--backend", "auto");
   const screenshot = value("--screenshot", undefined);
   const jsonOut = value("--json", undefined);
+  const profile = value("--profile", undefined);
   const timeout = Number(value("--timeout-s", 1200)) * 1000;
   if (args.length) {
     console.error(`demo: unknown arguments ${args.join(" ")}`);
@@ -111,7 +123,7 @@ async function main() {
     return;
   }
   try {
-    const result = await driveDemo({ model, backend, screenshot, timeout });
+    const result = await driveDemo({ model, backend, screenshot, timeout, profile });
     for (const d of result.decisions) {
       const probs = d.probs ? d.probs.map((p) => p.toFixed(3)).join(" ") : d.error;
       console.log(`${d.id.padEnd(12)} ${String(d.answer).padEnd(12)} ${probs}  (${d.ms} ms)`);

@@ -80,7 +80,9 @@ echo "[main] native check: readout score --model models.json#$model --state exam
 "$readout" score --model "models.json#$model" --state examples/state.json $readout_flags --check >/dev/null
 
 if [ "$headless" = 1 ]; then
-  node scripts/demo.mjs --headless --model "$model"
+  # A browser profile kept between runs, as a user's is between visits: the
+  # second main job's demo reads the model's files from the browser's storage.
+  node scripts/demo.mjs --headless --model "$model" --profile target/demo-profile
   # Then float16 WebGPU, which Chromium here cannot run (its only adapter,
   # SwiftShader, has no shader-f16), in Deno on Mesa's lavapipe, times
   # marked emulated: the stock entry in its default readout beside the

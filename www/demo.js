@@ -6,15 +6,20 @@
 // backend=auto|webgpu|wasm|cpu, autoload=0 to wait for the Load button,
 // mode=letters|cloze:sum|cloze:mean, calibration=none|content-free,
 // prompt=plain|chat (unset: the model's default from models.json).
-// The threaded build (our kernels on Web Workers) where the page can run it
-// (cross-origin isolated, with shared memory and relaxed SIMD), else the
-// single-thread build; engine.info().runtime says which and why.
+// The engine runs in a dedicated Worker (readout/worker), so the page stays
+// responsive while it computes; worker=0 calls it on the page's own thread.
+// Either way the threaded build (our kernels on Web Workers) runs where the
+// page can run it (cross-origin isolated, with shared memory and relaxed
+// SIMD), else the single-thread build; engine.info().runtime says which.
 import { threadedBuild } from "/pkg/select.js";
 
 const BUILD = threadedBuild();
+const IN_WORKER = new URLSearchParams(location.search).get("worker") !== "0";
 const { default: init, Engine, defaultThreads, limits } = await import(
-  BUILD.usable ? "/pkg/threads/readout.js" : "/pkg/readout.js"
+  IN_WORKER ? "/pkg/worker.js" : BUILD.usable ? "/pkg/threads/readout.js" : "/pkg/readout.js"
 );
+// What the engine keeps across visits (the same origin storage from the page or its worker).
+const { stored, clearStored } = await import("/pkg/storage.js");
 
 const ORT_BASE = "/node_modules/onnxruntime-web/dist/";
 // The stock graph: its models.json entry names the best measured readout
@@ -29,6 +34,8 @@ const maxOptions = () => LIMITS.maxOptions[currentMode() === "cloze" ? "cloze" :
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
 let engine = null;
+// engine.info() at load (a promise through the worker, so kept here).
+let engineInfo = null;
 let loading = null;
 
 function show(el, text) {
@@ -138,6 +145,7 @@ async function load() {
   $("badge").hidden = true;
   const prev = engine;
   engine = null;
+  engineInfo = null;
   if (prev) await prev.dispose();
   const files = new Map();
   const bar = $("progress");
@@ -154,7 +162,7 @@ async function load() {
   setStatus("loading", "loading the model and proving its conventions…");
   const t0 = performance.now();
   try {
-    const threads = defaultThreads(navigator.hardwareConcurrency || 1, self.crossOriginIsolated);
+    const threads = await defaultThreads(navigator.hardwareConcurrency || 1, self.crossOriginIsolated);
     engine = await Engine.load(`/models.json#${id}`, {
       backend,
       ortBase: ORT_BASE,
@@ -164,7 +172,7 @@ async function load() {
         paint();
       },
     });
-    const info = engine.info();
+    const info = (engineInfo = await engine.info());
     const badge = $("badge");
     const label = { webgpu: "WebGPU", wasm: "WASM", cpu: "CPU" }[info.backend] ?? info.backend;
     badge.textContent = `${label} · ${info.backendReason}`;
@@ -174,10 +182,22 @@ async function load() {
     const d = info.readoutDefaults;
     // What the engine got, not what was asked (the single-thread build runs one).
     const ran = info.threads ?? threads;
+    // What the backend in use does: our kernels compute on cpu; onnxruntime-web
+    // computes on webgpu and wasm, and info.readout says how its logits are read.
+    const computes = info.backend === "cpu" ? `computed by ${info.readout}` : `logits read by ${info.readout}`;
+    const build = IN_WORKER ? engine.build : BUILD.usable ? "threads" : "single";
     $("model-info").textContent = `${info.modelId} loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s; ` +
       `default readout ${d.mode}${d.mode === "cloze" ? ` · ${d.clozeScore}` : ""} · ${d.calibration} · ${d.prompt}; ` +
-      `letters read by ${info.readout}; exact run length ${info.runLimit} tokens; ${ran} thread${ran > 1 ? "s" : ""}; ` +
-      `${BUILD.usable ? "threaded" : "single-thread"} build (${BUILD.why}).`;
+      `${computes}; exact run length ${info.runLimit} tokens; ${ran} thread${ran > 1 ? "s" : ""}; ` +
+      `${build === "threads" ? "threaded" : "single-thread"} build (${BUILD.why}); ` +
+      `${IN_WORKER ? "in a Web Worker (the page's thread stays free)" : "on the page's thread"}.`;
+    $("model-info").dataset.worker = IN_WORKER ? "1" : "0";
+    const st = info.storage;
+    $("model-source").textContent = `Model files: ${mb(st.bytesFromStorage)} from storage, ${mb(st.bytesDownloaded)} downloaded` +
+      (st.refetched.length ? `; downloaded again: ${st.refetched.map((r) => `${r.file} (${r.why})`).join("; ")}` : "") +
+      (st.whyNot ? `; not kept: ${st.whyNot}` : "") + ".";
+    $("model-source").dataset.fromStorage = String(st.bytesFromStorage);
+    $("model-source").dataset.downloaded = String(st.bytesDownloaded);
     for (const card of document.querySelectorAll(".criterion")) relabel(card);
     $("run").disabled = false;
     setStatus("ready", "ready");
@@ -195,7 +215,7 @@ async function load() {
 function currentMode() {
   const m = $("mode").value;
   if (m) return m.split(":")[0];
-  return engine?.info().readoutDefaults?.mode ?? "letters";
+  return engineInfo?.readoutDefaults?.mode ?? "letters";
 }
 
 /** Only what the page chose; the engine fills the rest from the model's default. */
@@ -303,9 +323,10 @@ async function run() {
       }
       done++;
     }
+    // Bytes read back are onnxruntime-web's tensors copied out; the cpu backend has none to copy.
+    const readBack = engineInfo.backend === "cpu" ? "" : ` ${(await engine.bytesReadBack()).toLocaleString()} bytes read back from onnxruntime-web since load.`;
     $("summary").textContent = `Evidence: ${state.tokens} tokens, read once in ${prefillMs.toFixed(0)} ms. ` +
-      `${criteria.length} criteria in ${total.toFixed(0)} ms (${(total / Math.max(criteria.length, 1)).toFixed(0)} ms each); ` +
-      `${engine.bytesReadBack().toLocaleString()} bytes read back since load.`;
+      `${criteria.length} criteria in ${total.toFixed(0)} ms (${(total / Math.max(criteria.length, 1)).toFixed(0)} ms each).${readBack}`;
     setStatus("done", "done");
   } catch (e) {
     show($("state-error"), e.message ?? String(e));
@@ -323,10 +344,16 @@ $("example").onclick = () => loadExample();
 $("load").onclick = () => (loading = load());
 $("run").onclick = () => run();
 $("mode").onchange = () => document.querySelectorAll(".criterion").forEach(relabel);
+$("clear-stored").onclick = async () => {
+  const files = await stored();
+  const bytes = files.reduce((n, f) => n + f.bytes, 0);
+  await clearStored();
+  $("model-source").textContent = `Cleared ${files.length} stored files (${mb(bytes)}); the next load downloads them again.`;
+};
 
 try {
   await init();
-  LIMITS = limits();
+  LIMITS = await limits();
   await fillModels();
   await loadExample();
   if (params.get("autoload") !== "0") {

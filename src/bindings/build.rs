@@ -122,11 +122,14 @@ pub(super) async fn build(
             } else {
                 None
             };
-            let ort = Ort::import(if backend == Backend::WebGpu {
-                "webgpu"
-            } else {
-                "wasm"
-            })
+            let ort = Ort::import(
+                if backend == Backend::WebGpu {
+                    "webgpu"
+                } else {
+                    "wasm"
+                },
+                opts.ort_base.as_deref(),
+            )
             .await
             .map_err(LoadError::OnnxRuntimeWeb)?;
             configure_ort(&ort, opts);

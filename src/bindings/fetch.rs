@@ -10,10 +10,27 @@ use wasm_bindgen_futures::JsFuture;
 use super::error::{FetchProblem, LoadError};
 use crate::platform::js::{get, JsFailure};
 
-/// Progress of one file: `(file, loaded, total)`; total is 0 when unknown.
-pub type Progress<'a> = &'a dyn Fn(&str, f64, f64);
+/// Progress of one file: `(file, loaded, total, source)`; total is 0 when unknown.
+pub type Progress<'a> = &'a dyn Fn(&str, f64, f64, Source);
 
-fn call(obj: &JsValue, method: &str, args: &[JsValue]) -> Result<JsValue, JsFailure> {
+/// Where a file's bytes come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Source {
+    Network,
+    Storage,
+}
+
+impl Source {
+    pub fn name(self) -> &'static str {
+        match self {
+            Source::Network => "network",
+            Source::Storage => "storage",
+        }
+    }
+}
+
+pub(super) fn call(obj: &JsValue, method: &str, args: &[JsValue]) -> Result<JsValue, JsFailure> {
     let f: Function = get(obj, method)
         .dyn_into()
         .map_err(|_| JsFailure(format!("{method} is not a function")))?;
@@ -29,7 +46,7 @@ fn call_page(obj: &JsValue, method: &str, args: &[JsValue]) -> Result<JsValue, L
     })
 }
 
-async fn await_js(v: JsValue) -> Result<JsValue, JsFailure> {
+pub(super) async fn await_js(v: JsValue) -> Result<JsValue, JsFailure> {
     JsFuture::from(Promise::resolve(&v))
         .await
         .map_err(|e| JsFailure::from_js(&e))
@@ -82,6 +99,40 @@ pub fn resolve(url: &str, base: &str) -> Result<String, LoadError> {
 pub struct Fetched {
     pub bytes: Uint8Array,
     pub sha256: String,
+    /// Time spent hashing, in ms (what checking a stored file costs).
+    pub hash_ms: f64,
+}
+
+/// Where a download's chunks are also written as they arrive (a file being
+/// kept, `kept.rs`): a JS writer with `write(chunk)` and `abort()`. A write
+/// that fails aborts the writer, leaves `failed` saying why, and the
+/// download goes on without it.
+pub struct Sink {
+    pub writer: Option<JsValue>,
+    pub failed: Option<String>,
+}
+
+impl Sink {
+    async fn write(&mut self, chunk: &Uint8Array) {
+        let Some(w) = &self.writer else { return };
+        let r = match call(w, "write", &[chunk.into()]) {
+            Ok(p) => await_js(p).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = r {
+            self.abort().await;
+            self.failed = Some(format!("writing to storage failed: {e}"));
+        }
+    }
+
+    /// Drops what was written (the temporary file goes).
+    pub async fn abort(&mut self) {
+        if let Some(w) = self.writer.take() {
+            if let Ok(p) = call(&w, "abort", &[]) {
+                let _ = await_js(p).await;
+            }
+        }
+    }
 }
 
 /// Refuses a download by its size: called with the response's
@@ -102,6 +153,42 @@ pub async fn fetch(
     size_check: SizeCheck<'_>,
     progress: Progress<'_>,
 ) -> Result<Option<Fetched>, LoadError> {
+    let Some(body) = open(url, label, optional, size_check).await? else {
+        return Ok(None);
+    };
+    let total = expect_bytes
+        .map(|b| b as f64)
+        .or(body.length)
+        .unwrap_or(0.0);
+    read_body(
+        &body.stream,
+        label,
+        url,
+        total,
+        expect_bytes,
+        size_check,
+        progress,
+        Source::Network,
+        None,
+    )
+    .await
+    .map(Some)
+}
+
+/// A response's body, not yet read, and its `content-length`.
+pub struct Body {
+    pub stream: JsValue,
+    pub length: Option<f64>,
+}
+
+/// Requests `url` and checks the status and the announced length;
+/// `Ok(None)` on 404 when `optional`.
+pub async fn open(
+    url: &str,
+    label: &str,
+    optional: bool,
+    size_check: SizeCheck<'_>,
+) -> Result<Option<Body>, LoadError> {
     let refuse = |problem: FetchProblem| LoadError::Fetch {
         file: label.to_string(),
         url: url.to_string(),
@@ -141,7 +228,6 @@ pub async fn fetch(
     .ok()
     .and_then(|v| v.as_string())
     .and_then(|s| s.parse::<f64>().ok());
-    let total = expect_bytes.map(|b| b as f64).or(header).unwrap_or(0.0);
     let body = get(&resp, "body");
     if let Some(h) = header {
         if let Err(e) = size_check(h as u64) {
@@ -150,11 +236,39 @@ pub async fn fetch(
             return Err(e);
         }
     }
-    let reader = call_page(&body, "getReader", &[])?;
+    Ok(Some(Body {
+        stream: body,
+        length: header,
+    }))
+}
+
+/// Reads a body (a `ReadableStream`) to its end: counted against
+/// `size_check` and `expect_bytes`, hashed, reported to `progress` with
+/// `source`, and each chunk also written to `sink` when there is one.
+#[allow(clippy::too_many_arguments)]
+pub async fn read_body(
+    body: &JsValue,
+    label: &str,
+    url: &str,
+    total: f64,
+    expect_bytes: Option<u64>,
+    size_check: SizeCheck<'_>,
+    progress: Progress<'_>,
+    source: Source,
+    mut sink: Option<&mut Sink>,
+) -> Result<Fetched, LoadError> {
+    let refuse = |problem: FetchProblem| LoadError::Fetch {
+        file: label.to_string(),
+        url: url.to_string(),
+        problem,
+    };
+    let clock = crate::platform::Clock::new();
+    let mut hash_ms = 0.0;
+    let reader = call_page(body, "getReader", &[])?;
     let mut chunks: Vec<Uint8Array> = Vec::new();
     let mut hasher = Sha256::new();
     let mut loaded = 0f64;
-    progress(label, 0.0, total);
+    progress(label, 0.0, total, source);
     loop {
         let r = await_js(call_page(&reader, "read", &[])?)
             .await
@@ -170,9 +284,14 @@ pub async fn fetch(
             let _ = call(&reader, "cancel", &[]);
             return Err(e);
         }
+        let t = clock.ms();
         hasher.update(chunk.to_vec());
+        hash_ms += clock.ms() - t;
+        if let Some(s) = sink.as_deref_mut() {
+            s.write(&chunk).await;
+        }
         chunks.push(chunk);
-        progress(label, loaded, total);
+        progress(label, loaded, total, source);
     }
     if let Some(want) = expect_bytes {
         if loaded as u64 != want {
@@ -188,12 +307,18 @@ pub async fn fetch(
         out.set(c, at);
         at += c.length();
     }
+    let t = clock.ms();
     let sha256 = hasher
         .finalize()
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    Ok(Some(Fetched { bytes: out, sha256 }))
+    hash_ms += clock.ms() - t;
+    Ok(Fetched {
+        bytes: out,
+        sha256,
+        hash_ms,
+    })
 }
 
 /// Fetches a small text file.
@@ -202,7 +327,7 @@ pub async fn fetch_text(
     label: &str,
     optional: bool,
 ) -> Result<Option<String>, LoadError> {
-    let Some(f) = fetch(url, label, None, optional, ANY_SIZE, &|_, _, _| {}).await? else {
+    let Some(f) = fetch(url, label, None, optional, ANY_SIZE, &|_, _, _, _| {}).await? else {
         return Ok(None);
     };
     String::from_utf8(f.bytes.to_vec())

@@ -3,7 +3,8 @@
 //! model directory (nothing to check them against).
 
 use super::error::{FetchProblem, LoadError};
-use super::fetch::{fetch, resolve, Progress};
+use super::fetch::{fetch, resolve, Progress, Source};
+use super::kept::Keeper;
 use crate::core::model::backend_choice::{Choice, Chosen, Gpu};
 use crate::core::model::models_json::Entry;
 use serde::Serialize;
@@ -16,6 +17,8 @@ pub struct LoadedFile {
     pub bytes: u64,
     /// Checked against models.json (directory loads have nothing to check against).
     pub sha256_checked: bool,
+    /// "network" or "storage" (a models.json entry's file kept from an earlier load).
+    pub source: Source,
 }
 
 pub(super) struct Files {
@@ -102,6 +105,7 @@ fn check_graph(graph: &js_sys::Uint8Array) -> Result<(), LoadError> {
 pub(super) async fn entry_files(
     entry: &Entry,
     catalog_url: &str,
+    keeper: &Keeper,
     progress: Progress<'_>,
 ) -> Result<Files, LoadError> {
     let mut f = Files::empty();
@@ -130,28 +134,24 @@ pub(super) async fn entry_files(
             }
             Ok(())
         };
-        let got = fetch(&url, &file.role, Some(file.bytes), false, &over, progress)
-            .await?
-            .ok_or_else(|| LoadError::Fetch {
-                file: file.role.clone(),
-                url: url.clone(),
-                problem: FetchProblem::Http(404),
-            })?;
-        if got.sha256 != file.sha256 {
-            return Err(LoadError::Fetch {
-                file: file.role.clone(),
-                url: url.clone(),
-                problem: FetchProblem::Sha256 {
-                    got: got.sha256,
-                    want: file.sha256.clone(),
-                },
-            });
-        }
+        // Checked against the catalog's size and sha256 wherever it comes from.
+        let (got, source) = keeper
+            .fetch(
+                &url,
+                &file.url,
+                &file.role,
+                file.bytes,
+                &file.sha256,
+                &over,
+                progress,
+            )
+            .await?;
         f.listed.push(LoadedFile {
             role: file.role.clone(),
             url: url.clone(),
             bytes: file.bytes,
             sha256_checked: true,
+            source,
         });
         match file.role.as_str() {
             "graph" => {
@@ -229,6 +229,7 @@ pub(super) async fn dir_files(
                 url,
                 bytes: got.bytes.length() as u64,
                 sha256_checked: false,
+                source: Source::Network,
             });
             f.graph = got.bytes;
             graph_name = Some(name.clone());
@@ -276,6 +277,7 @@ pub(super) async fn dir_files(
             url,
             bytes: got.bytes.length() as u64,
             sha256_checked: false,
+            source: Source::Network,
         });
         match role {
             "external_data" => f.external.push((file_name(name), got.bytes)),

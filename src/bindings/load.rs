@@ -14,6 +14,7 @@ use super::choose::probe_gpu;
 use super::error::LoadError;
 use super::fetch::Progress;
 use super::files::LoadedFile;
+use super::kept::StorageReport;
 use super::options::LoadOptions;
 use super::resolve::resolve;
 use crate::core::model::backend_choice::{Chosen, Requested};
@@ -34,6 +35,8 @@ pub struct LoadReport {
     pub backend_reason: String,
     pub model: String,
     pub files: Vec<LoadedFile>,
+    /// What the browser's storage gave and kept (`kept.rs`).
+    pub storage: StorageReport,
     pub readout: String,
     pub threads: Option<f64>,
     pub cross_origin_isolated: bool,
@@ -54,11 +57,16 @@ pub async fn load(
 ) -> Result<Loaded, LoadError> {
     let t0 = now();
     let (gpu, device) = probe_gpu(opts.backend).await;
-    let (mut choice, files) = resolve(
+    let keep = super::resolve::Keep {
+        files: opts.keep_files,
+        persist: opts.persist,
+    };
+    let (mut choice, files, keeper) = resolve(
         source,
         opts.backend,
         opts.allow_absolute_urls,
         &gpu,
+        keep,
         progress,
     )
     .await?;
@@ -120,6 +128,7 @@ pub async fn load(
         backend_reason: choice.reason,
         model: choice.model,
         files: files.listed,
+        storage: keeper.report(),
         readout: built.readout,
         threads: built.threads,
         cross_origin_isolated: crate::platform::js::get(&js_sys::global(), "crossOriginIsolated")

@@ -17,6 +17,7 @@ mod diagnostics;
 mod error;
 mod fetch;
 mod files;
+mod kept;
 mod limits;
 mod load;
 mod options;
@@ -123,12 +124,13 @@ impl Engine {
             )
         })?;
         let (opts, progress) = load_options(&options)?;
-        let report = |file: &str, loaded: f64, total: f64| {
+        let report = |file: &str, loaded: f64, total: f64, source: fetch::Source| {
             if let Some(f) = &progress {
                 let o = js_sys::Object::new();
                 js::set(&o, "file", &file.into());
                 js::set(&o, "loaded", &loaded.into());
                 js::set(&o, "total", &total.into());
+                js::set(&o, "source", &source.name().into());
                 let _ = f.call1(&JsValue::NULL, &o);
             }
         };

@@ -20,6 +20,11 @@ pub struct LoadOptions {
     /// A `models.json` may name files by absolute `http(s)` URL (another
     /// origin, such as a CDN); by default its files stay in its own folder.
     pub allow_absolute_urls: bool,
+    /// Keep a models.json entry's files in the browser's storage and read
+    /// them from there on later loads (default on).
+    pub keep_files: bool,
+    /// Ask the browser once for persistent storage when files are kept (default on).
+    pub persist: bool,
 }
 
 pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue> {
@@ -33,6 +38,8 @@ pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>
                 ort_device: false,
                 pack_branches: None,
                 allow_absolute_urls: false,
+                keep_files: true,
+                persist: true,
             },
             None,
         ));
@@ -94,11 +101,27 @@ pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>
             ))
         }
     };
+    let flag = |name: &str| -> Result<bool, JsValue> {
+        let v = get(v, name);
+        match v.as_bool() {
+            Some(b) => Ok(b),
+            None if v.is_undefined() || v.is_null() => Ok(true),
+            None => Err(refuse(
+                format!("{name}: must be true or false"),
+                "invalid_option",
+                name,
+            )),
+        }
+    };
+    let keep_files = flag("keepFiles")?;
+    let persist = flag("persist")?;
     Ok((
         LoadOptions {
             backend,
             pack_branches,
             allow_absolute_urls,
+            keep_files,
+            persist,
             ort_base: get(v, "ortBase").as_string(),
             threads,
             profiling: get(v, "profiling").is_truthy(),

@@ -6,8 +6,16 @@ use super::choose;
 use super::error::LoadError;
 use super::fetch::{fetch_text, resolve as resolve_url, Progress};
 use super::files::{dir_files, entry_files, Files};
+use super::kept::Keeper;
 use crate::core::model::backend_choice::{choose, Choice, Chosen, Gpu, Model, Requested};
 use crate::core::model::models_json::Catalog;
+
+/// What the caller asked storage to do (load options `keepFiles`, `persist`).
+#[derive(Clone, Copy)]
+pub struct Keep {
+    pub files: bool,
+    pub persist: bool,
+}
 
 /// The entry (or directory) `source` names, the backend it runs on, and its
 /// files, downloaded.
@@ -16,8 +24,9 @@ pub(super) async fn resolve(
     requested: Requested,
     allow_absolute_urls: bool,
     gpu: &Gpu,
+    keep: Keep,
     progress: Progress<'_>,
-) -> Result<(Choice, Files), LoadError> {
+) -> Result<(Choice, Files, Keeper), LoadError> {
     match source.split_once('#') {
         Some((cat, id)) => {
             let cat_url = resolve_url(cat, "")?;
@@ -51,9 +60,14 @@ pub(super) async fn resolve(
                     .sum();
                 crate::runtime::own::check_files_fit(bytes, crate::runtime::own::WEIGHT_LIMIT)?;
             }
-            let mut files = entry_files(chosen, &cat_url, progress).await?;
+            let keeper = if keep.files {
+                Keeper::for_entry(&chosen.id, keep.persist)
+            } else {
+                Keeper::off("keepFiles: false")
+            };
+            let mut files = entry_files(chosen, &cat_url, &keeper, progress).await?;
             files.readout = chosen.readout;
-            Ok((choice, files))
+            Ok((choice, files, keeper))
         }
         None => {
             use crate::core::model::layout::{names_graph, split_graph_path};
@@ -72,7 +86,9 @@ pub(super) async fn resolve(
             let first = choose::for_dir(source, requested, gpu)?;
             let files = dir_files(&base, graph, &first, gpu, progress).await?;
             let choice = choose::for_fetched_dir(source, requested, gpu, first, &files)?;
-            Ok((choice, files))
+            // A folder gives no sizes or hashes to check a stored copy against.
+            let keeper = Keeper::off("a model folder's files have no models.json size and sha256 to check a stored copy against; only models.json entries are kept");
+            Ok((choice, files, keeper))
         }
     }
 }

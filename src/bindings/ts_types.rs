@@ -13,8 +13,8 @@ export interface LoadOptions {
   backend?: Backend;
   /** URL prefix where onnxruntime-web's dist/ files (.wasm, .mjs) are served. Nothing else is contacted. */
   ortBase?: string;
-  /** Called while files download: file role, bytes so far, bytes in all (0 when unknown). */
-  onProgress?: (p: { file: string; loaded: number; total: number }) => void;
+  /** Called while files download or are read from storage: file role, bytes so far, bytes in all (0 when unknown), where they come from. */
+  onProgress?: (p: { file: string; loaded: number; total: number; source: "network" | "storage" }) => void;
   /** WASM backend threads (needs a cross-origin isolated page). */
   threads?: number;
   /** onnxruntime-web's profiler (see Engine.endProfiling). */
@@ -28,6 +28,11 @@ export interface LoadOptions {
   /** models.json only: let entries name files by absolute http(s) URL (another origin). Default false: every
    *  file URL must be a plain relative path below the catalog's folder, and any other is refused (code outside_root). */
   allowAbsoluteUrls?: boolean;
+  /** models.json entries: keep the files in the browser's storage (the origin private file system) and read them
+   *  from there on later loads, each checked against its size and sha256 on every read (default true). */
+  keepFiles?: boolean;
+  /** Ask the browser once for persistent storage when files are kept (default true). */
+  persist?: boolean;
 }
 export interface StateInput { id?: string; instruction?: string; evidence: string; }
 /** A worked example: a criterion answered (`answer`: an option id) over its own evidence. */
@@ -69,12 +74,27 @@ export interface Decision {
   /** What ran: mode, clozeScore, calibration, and the state's prompt. */
   readout: { mode: "letters" | "cloze"; clozeScore: "sum" | "mean"; calibration: "none" | "content-free"; prompt: "plain" | "chat" };
 }
+/** `engine.info().storage`: model files kept across visits (models.json entries only). */
+export interface StorageInfo {
+  /** Whether this load could read and write storage; `whyNot` says why not (none here, a quota, keepFiles: false). */
+  used: boolean; whyNot: string | null;
+  bytesDownloaded: number; bytesFromStorage: number;
+  /** Stored files thrown away and downloaded again: the file (its models.json path) and why. */
+  refetched: { file: string; why: string }[];
+  /** Time spent hashing what storage gave (every stored file is hashed on every read). */
+  hashMs: number;
+  persistAsked: boolean;
+}
 export interface EngineInfo {
   modelId: string; runtime: string; backend: "webgpu" | "wasm" | "cpu"; backendReason: string;
   readout: string; runLimit: number; bytesReadBack: number; liveGpuTensors: number;
   /** What a call that does not choose gets, and where that came from: the model's models.json entry, or the rule for a model without one (letters, plain prompt); the CLI applies the same. */
   readoutDefaults: { mode: "letters" | "cloze"; clozeScore: "sum" | "mean"; calibration: "none" | "content-free"; prompt: "plain" | "chat" };
   readoutDefaultsFrom: string;
+  /** Each file this load fetched: role, URL, bytes, whether models.json's sha256 was checked, and where it came from. */
+  files: { role: string; url: string; bytes: number; sha256Checked: boolean; source: "network" | "storage" }[];
+  /** What the browser's storage gave and kept for this load. */
+  storage: StorageInfo;
   /** Set once the WebGPU device was lost: every later run is refused; load the engine again. */
   deviceLost?: string | null;
   /** Where `prompt: "chat"` comes from, or the refusal such a call gets. */

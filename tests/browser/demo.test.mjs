@@ -18,6 +18,9 @@ test("the demo page's decision table equals the native engine's decisions", { ti
   const page = await driveDemo({ model: TINY, backend: "wasm", screenshot: join(OUT, "demo.png"), log: () => {} });
   assert.equal(page.backend, "wasm");
   assert.match(page.badge, /WASM backend was asked for/);
+  // The demo runs the engine in readout/worker by default, and says so.
+  assert.match(page.info, /in a Web Worker/);
+  assert.match(page.summary, /bytes read back from onnxruntime-web/);
   // The explicit WASM backend loads the entry's WASM variant; native scores that same entry.
   const loaded = page.info.split(" ")[0];
   const native = nativeScore(loaded);

@@ -7,6 +7,7 @@ import type { Decision, EngineInfo, Limits, ReadoutError, ScoreOptions } from ".
 import * as threaded from "../../pkg/threads/readout.js";
 import { threadedBuild } from "../../pkg/select.js";
 import { fileFetch, initNode } from "../../pkg/node.js";
+import * as worker from "../../pkg/worker.js";
 
 export async function usage(): Promise<number> {
   // Either build, one API.
@@ -127,4 +128,30 @@ export async function misuse(engine: Engine, state: State): Promise<void> {
   pkg.kernelSelfTest();
   // @ts-expect-error: diagnostics only
   pkg.poolFaultTest();
+}
+
+// readout/worker: the same API in a Worker, every call a promise.
+export async function inWorker(): Promise<number> {
+  const engine: worker.Engine = await worker.Engine.load("/models.json#smollm2-135m-instruct-q4f16", {
+    build: "auto",
+    ortBase: "/ort/",
+    onProgress: ({ file, loaded, total }) => console.log(file, loaded, total),
+  });
+  const info: EngineInfo = await engine.info();
+  const which: "single" | "threads" = engine.build;
+  const state: worker.State = await engine.prefill({ evidence: "x" }, { prompt: "chat" });
+  const c = { id: "c", question: "q", options: [{ id: "a", description: "A" }, { id: "b", description: "B" }] };
+  const d: Decision = await state.score(c, { mode: "cloze" });
+  const rubric: worker.Prefix = await engine.prefix({ instruction: "Judge." });
+  const on: worker.State = await rubric.prefill({ evidence: "y" });
+  const l: Limits = await worker.limits();
+  const n: number = await worker.defaultThreads(8, true);
+  // @ts-expect-error: a build by name only
+  await worker.Engine.load("/m/", { build: "both" });
+  // @ts-expect-error: info() is a promise through the worker
+  const sync: string = engine.info().backend;
+  engine.terminate();
+  await engine.dispose();
+  console.log(info.backend, which, sync);
+  return d.margin + on.tokens + l.minOptions + n;
 }

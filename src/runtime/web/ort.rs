@@ -3,7 +3,8 @@
 //! from bytes with external data, run with an explicit list of fetched
 //! outputs, tensors from typed arrays and from GPU buffers, and the tensor
 //! accessors. onnxruntime-web is a peer dependency: the caller's bundler or
-//! import map resolves `onnxruntime-web` and `onnxruntime-web/webgpu`.
+//! import map resolves `onnxruntime-web` and `onnxruntime-web/webgpu`,
+//! else (a Worker, which no import map reaches) `ortBase` serves them.
 
 use js_sys::{Array, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
@@ -12,7 +13,7 @@ use wasm_bindgen_futures::JsFuture;
 #[wasm_bindgen(module = "/js/ort_modules.js")]
 extern "C" {
     #[wasm_bindgen(js_name = ortModule)]
-    fn ort_module(backend: &str) -> Promise;
+    fn ort_module(backend: &str, ort_base: Option<String>) -> Promise;
 }
 
 // Instance methods are structural: they work on objects of either build.
@@ -65,14 +66,17 @@ pub struct Ort {
 }
 
 impl Ort {
-    /// Imports the build for `backend` ("webgpu" or "wasm").
-    pub async fn import(backend: &str) -> Result<Ort, JsFailure> {
-        let ns = JsFuture::from(ort_module(backend)).await.map_err(|e| {
-            JsFailure(format!(
-                "import onnxruntime-web ({backend} build): {}",
-                message(&e)
-            ))
-        })?;
+    /// Imports the build for `backend` ("webgpu" or "wasm"): by its bare
+    /// name, else (where that does not resolve, as in a Worker) from `ort_base`.
+    pub async fn import(backend: &str, ort_base: Option<&str>) -> Result<Ort, JsFailure> {
+        let ns = JsFuture::from(ort_module(backend, ort_base.map(str::to_owned)))
+            .await
+            .map_err(|e| {
+                JsFailure(format!(
+                    "import onnxruntime-web ({backend} build): {}",
+                    message(&e)
+                ))
+            })?;
         Ok(Ort { ns })
     }
 

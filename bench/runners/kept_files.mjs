@@ -1,0 +1,97 @@
+// What keeping the model files costs and saves, in Chromium and Firefox:
+// one models.json entry loaded on the cpu backend in a fresh profile (every
+// file downloaded and written to storage as it arrives), then loaded again
+// after a reload (every file read from storage and hashed again). Records
+// each load's time, the bytes from the network (counted by the server) and
+// from storage, and the time the second load spent hashing: its share of
+// the load is what decides whether every read is hashed (the goal: < 5 %).
+// Rounds alternate nothing (the order is the point); each round is a fresh
+// profile. Writes bench/results/<date>-kept-files-<model>.json (refused if taken).
+//
+//   node bench/runners/kept_files.mjs [--model smollm2-135m-instruct-q4f16]
+//        [--browsers chromium,firefox] [--rounds 2] [--out FILE]
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { cpus } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { option } from "../../scripts/browser.mjs";
+import { launch } from "../../scripts/chromium.mjs";
+import { launchFirefox } from "../../scripts/firefox.mjs";
+import { ROOT, serve } from "../../scripts/serve.mjs";
+
+const a = process.argv.slice(2);
+const model = option(a, "--model", "smollm2-135m-instruct-q4f16");
+const browsers = option(a, "--browsers", "chromium,firefox").split(",");
+const rounds = Number(option(a, "--rounds", 2));
+const outArg = option(a, "--out", undefined);
+if (a.length) throw new Error(`kept_files: unknown arguments: ${a.join(" ")}`);
+if (!existsSync(join(ROOT, "models.json"))) throw new Error("kept_files: no models.json (run bash scripts/main.sh first)");
+const date = new Date().toISOString().slice(0, 10);
+const out = resolve(outArg ?? join(ROOT, "bench", "results", `${date}-kept-files-${model}.json`));
+if (existsSync(out)) throw new Error(`kept_files: ${out} exists; pass --out for another name`);
+const log = (l) => console.error(`[kept] ${l}`);
+
+/** In the page: one load on cpu, timed, with what info() says of storage. */
+async function loadOnce({ source }) {
+  const t0 = performance.now();
+  const engine = await window.readout.Engine.load(source, { backend: "cpu", persist: false });
+  const ms = performance.now() - t0;
+  const info = engine.info();
+  await engine.dispose();
+  return { load_ms: ms, engine_load_ms: info.loadMs, storage: info.storage };
+}
+
+const server = await serve(0);
+let served = 0;
+server.on("request", (req, res) => {
+  if (!new URL(req.url, "http://x").pathname.startsWith("/models/")) return;
+  const write = res.write.bind(res);
+  res.write = (chunk, ...rest) => {
+    served += chunk?.length ?? 0;
+    return write(chunk, ...rest);
+  };
+});
+const base = `http://127.0.0.1:${server.address().port}`;
+const results = [];
+try {
+  for (const name of browsers) {
+    const row = { browser: name, rounds: [] };
+    for (let r = 0; r < rounds; r++) {
+      const browser = name === "firefox" ? await launchFirefox() : await launch({ webgpu: false });
+      try {
+        const page = await browser.newPage();
+        const ready = () => page.waitForFunction(() => window.harnessReady, ...(name === "firefox" ? [{ timeout: 120_000 }] : [null, { timeout: 120_000 }]));
+        await page.goto(`${base}/scripts/harness.html`);
+        await ready();
+        row.user_agent ??= await page.evaluate(() => navigator.userAgent);
+        served = 0;
+        const first = { ...(await page.evaluate(loadOnce, { source: `/models.json#${model}` })), network_bytes: served };
+        await page.reload();
+        await ready();
+        served = 0;
+        const second = { ...(await page.evaluate(loadOnce, { source: `/models.json#${model}` })), network_bytes: served };
+        row.rounds.push({ first, second, hash_share_of_load: second.storage.hashMs / second.engine_load_ms });
+        log(`${name} round ${r + 1}: first ${first.load_ms.toFixed(0)} ms (${first.network_bytes} B from the network), second ${second.load_ms.toFixed(0)} ms (${second.network_bytes} B from the network, ${second.storage.bytesFromStorage} B from storage, hashing ${second.storage.hashMs.toFixed(0)} ms)`);
+      } finally {
+        await browser.close();
+      }
+    }
+    results.push(row);
+  }
+} finally {
+  server.close();
+}
+let commit = "unknown";
+try {
+  commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
+} catch {}
+const shares = results.flatMap((r) => r.rounds.map((x) => x.hash_share_of_load));
+const result = {
+  benchmark: "kept-files", command: `node bench/runners/kept_files.mjs ${process.argv.slice(2).join(" ")}`.trim(), commit, date,
+  machine: { cpus: cpus().length, cpu: cpus()[0]?.model }, emulated: false, model, backend: "cpu",
+  goals: { hash_share_of_load: { value: Math.max(...shares), goal: "< 0.05 (hash every read)" }, second_load_network_bytes: { value: Math.max(...results.flatMap((r) => r.rounds.map((x) => x.second.network_bytes))), goal: "0" } },
+  results,
+};
+mkdirSync(dirname(out), { recursive: true });
+writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`, { flag: "wx" });
+log(`wrote ${out}`);

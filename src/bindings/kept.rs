@@ -1,0 +1,319 @@
+//! Model files kept across visits: a models.json entry's files are read
+//! from the browser's storage when a stored copy matches the catalog, and
+//! written there as they download otherwise. `js/store.js` moves the bytes
+//! (the origin private file system); what to keep, what to trust and what to
+//! say about it is decided here.
+//!
+//! - Only files the catalog gives a size and sha256 for are kept: a stored
+//!   copy is trusted only when its recorded size and hash are the catalog's
+//!   and its bytes hash to them again on this read.
+//! - A download is written under a temporary name while it is hashed, and
+//!   moved under its real name only once its hash is the catalog's; one that
+//!   fails the check leaves nothing and fails the load as it always did.
+//! - Storage that refuses (none in this runtime, a quota, a private window)
+//!   never fails a load: the load goes on from the network, and `info()`
+//!   says why.
+
+use std::cell::RefCell;
+
+use js_sys::Promise;
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+use super::error::{FetchProblem, LoadError};
+use super::fetch::{await_js, call, open, read_body, Fetched, Progress, Sink, SizeCheck, Source};
+use crate::platform::js::{get, JsFailure};
+
+#[wasm_bindgen(module = "/js/store.js")]
+extern "C" {
+    #[wasm_bindgen(js_name = storeRead, catch)]
+    fn store_read(entry: &str, file: &str) -> Result<Promise, JsValue>;
+    #[wasm_bindgen(js_name = storeBegin, catch)]
+    fn store_begin(entry: &str, file: &str) -> Result<Promise, JsValue>;
+    #[wasm_bindgen(js_name = storeRemove, catch)]
+    fn store_remove(entry: &str, file: &str) -> Result<Promise, JsValue>;
+    #[wasm_bindgen(js_name = storePersist)]
+    fn store_persist() -> Promise;
+}
+
+/// What a stored file's metadata records (written once its bytes are checked).
+#[derive(Serialize, serde::Deserialize)]
+struct Meta {
+    bytes: u64,
+    sha256: String,
+    url: String,
+    /// ms since the epoch.
+    #[serde(rename = "storedAt")]
+    stored_at: f64,
+}
+
+/// A stored file thrown away and downloaded again, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Refetched {
+    pub file: String,
+    pub why: String,
+}
+
+/// What storage did for one load, as `info().storage` says it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StorageReport {
+    /// Whether this load could use storage (read or write).
+    pub used: bool,
+    /// Why it could not, or stopped writing: unavailable here, a quota, turned off.
+    pub why_not: Option<String>,
+    pub bytes_downloaded: u64,
+    pub bytes_from_storage: u64,
+    /// Files read from storage whose bytes or record no longer matched.
+    pub refetched: Vec<Refetched>,
+    /// Time spent hashing the files read from storage (each is hashed on every read).
+    pub hash_ms: f64,
+    /// Whether persistent storage was asked for (once per page; `persist: false` turns it off).
+    pub persist_asked: bool,
+}
+
+/// The storage of one load: a models.json entry's key, and its report.
+pub struct Keeper {
+    entry: Option<String>,
+    report: RefCell<StorageReport>,
+}
+
+fn failure(e: &JsValue) -> String {
+    JsFailure::from_js(e).to_string()
+}
+
+impl Keeper {
+    /// Storage off for this load, with the reason `info()` gives.
+    pub fn off(why: &str) -> Self {
+        Keeper {
+            entry: None,
+            report: RefCell::new(StorageReport {
+                why_not: Some(why.to_string()),
+                ..StorageReport::default()
+            }),
+        }
+    }
+
+    /// The files of models.json entry `entry`, kept; asks for persistent storage once when `persist`.
+    pub fn for_entry(entry: &str, persist: bool) -> Self {
+        if persist {
+            // Not awaited: a browser may ask its user, and a load does not wait on that.
+            let _ = store_persist();
+        }
+        Keeper {
+            entry: Some(entry.to_string()),
+            report: RefCell::new(StorageReport {
+                used: true,
+                persist_asked: persist,
+                ..StorageReport::default()
+            }),
+        }
+    }
+
+    pub fn report(&self) -> StorageReport {
+        self.report.borrow().clone()
+    }
+
+    /// Storage stops being used for this load, for `why` (the first reason is kept).
+    fn stop(&self, why: String) {
+        let mut r = self.report.borrow_mut();
+        r.used = false;
+        r.why_not.get_or_insert(why);
+    }
+
+    fn entry(&self) -> Option<&str> {
+        if self.report.borrow().used {
+            self.entry.as_deref()
+        } else {
+            None
+        }
+    }
+
+    /// `file` (its catalog path, the key under the entry) from storage when
+    /// a checked copy is there, else downloaded from `url` and kept.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn fetch(
+        &self,
+        url: &str,
+        file: &str,
+        label: &str,
+        bytes: u64,
+        sha256: &str,
+        size_check: SizeCheck<'_>,
+        progress: Progress<'_>,
+    ) -> Result<(Fetched, Source), LoadError> {
+        if let Some(got) = self
+            .read(url, file, label, bytes, sha256, size_check, progress)
+            .await
+        {
+            let mut r = self.report.borrow_mut();
+            r.bytes_from_storage += bytes;
+            r.hash_ms += got.hash_ms;
+            return Ok((got, Source::Storage));
+        }
+        let refuse = |problem: FetchProblem| LoadError::Fetch {
+            file: label.to_string(),
+            url: url.to_string(),
+            problem,
+        };
+        let body = open(url, label, false, size_check)
+            .await?
+            .ok_or_else(|| refuse(FetchProblem::Http(404)))?;
+        let mut sink = Sink {
+            writer: None,
+            failed: None,
+        };
+        if let Some(entry) = self.entry() {
+            match self.begin(entry, file).await {
+                Ok(w) => sink.writer = Some(w),
+                Err(why) => self.stop(why),
+            }
+        }
+        let got = read_body(
+            &body.stream,
+            label,
+            url,
+            bytes as f64,
+            Some(bytes),
+            size_check,
+            progress,
+            Source::Network,
+            Some(&mut sink),
+        )
+        .await;
+        let got = match got {
+            Ok(g) if g.sha256 == sha256 => g,
+            Ok(g) => {
+                sink.abort().await;
+                return Err(refuse(FetchProblem::Sha256 {
+                    got: g.sha256,
+                    want: sha256.to_string(),
+                }));
+            }
+            Err(e) => {
+                sink.abort().await;
+                return Err(e);
+            }
+        };
+        self.report.borrow_mut().bytes_downloaded += bytes;
+        if let Some(why) = sink.failed.take() {
+            self.stop(format!("{label}: {why}"));
+        } else if let Some(w) = sink.writer.take() {
+            let meta = Meta {
+                bytes,
+                sha256: sha256.to_string(),
+                url: url.to_string(),
+                stored_at: js_sys::Date::now(),
+            };
+            let meta = serde_json::to_string(&meta).unwrap_or_default();
+            let done = match call(&w, "commit", &[JsValue::from_str(&meta)]) {
+                Ok(p) => await_js(p).await.map(|_| ()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = done {
+                self.stop(format!("{label}: keeping it failed: {e}"));
+            }
+        }
+        Ok((got, Source::Network))
+    }
+
+    async fn begin(&self, entry: &str, file: &str) -> Result<JsValue, String> {
+        let p = store_begin(entry, file).map_err(|e| failure(&e))?;
+        await_js(p.into()).await.map_err(|e| e.to_string())
+    }
+
+    /// A stored copy that matches the catalog, read and hashed again; `None`
+    /// (after throwing a mismatched copy away and saying why) otherwise.
+    #[allow(clippy::too_many_arguments)]
+    async fn read(
+        &self,
+        url: &str,
+        file: &str,
+        label: &str,
+        bytes: u64,
+        sha256: &str,
+        size_check: SizeCheck<'_>,
+        progress: Progress<'_>,
+    ) -> Option<Fetched> {
+        let entry = self.entry()?;
+        let stored = match store_read(entry, file) {
+            Ok(p) => await_js(p.into()).await.map_err(|e| e.to_string()),
+            Err(e) => Err(failure(&e)),
+        };
+        let stored = match stored {
+            Ok(s) if s.is_null() || s.is_undefined() => return None,
+            Ok(s) => s,
+            Err(why) => {
+                self.stop(why);
+                return None;
+            }
+        };
+        let meta: Option<Meta> = get(&stored, "meta")
+            .as_string()
+            .and_then(|m| serde_json::from_str(&m).ok());
+        let size = get(&stored, "size").as_f64().unwrap_or(-1.0);
+        let why = match &meta {
+            None => Some("its record is unreadable".to_string()),
+            Some(m) if m.sha256 != sha256 => Some(format!(
+                "models.json now gives sha256 {sha256}, the stored copy {}",
+                m.sha256
+            )),
+            Some(m) if m.bytes != bytes => Some(format!(
+                "models.json now gives {bytes} bytes, the stored copy {}",
+                m.bytes
+            )),
+            Some(_) if size != bytes as f64 => Some(format!(
+                "{size} bytes are stored, {bytes} recorded (truncated or grown)"
+            )),
+            Some(_) => None,
+        };
+        if why.is_none() {
+            let body = get(&stored, "body");
+            match read_body(
+                &body,
+                label,
+                url,
+                bytes as f64,
+                Some(bytes),
+                size_check,
+                progress,
+                Source::Storage,
+                None,
+            )
+            .await
+            {
+                Ok(got) if got.sha256 == sha256 => return Some(got),
+                Ok(got) => {
+                    self.refetch(
+                        entry,
+                        file,
+                        label,
+                        format!(
+                            "its bytes hash to {}, not the recorded {sha256} (altered)",
+                            got.sha256
+                        ),
+                    )
+                    .await
+                }
+                Err(e) => {
+                    self.refetch(entry, file, label, format!("reading it failed: {e}"))
+                        .await
+                }
+            }
+        } else if let Some(why) = why {
+            self.refetch(entry, file, label, why).await;
+        }
+        None
+    }
+
+    async fn refetch(&self, entry: &str, file: &str, label: &str, why: String) {
+        if let Ok(p) = store_remove(entry, file) {
+            if let Err(e) = await_js(p.into()).await {
+                self.stop(format!("removing the stored {label} failed: {e}"));
+            }
+        }
+        self.report.borrow_mut().refetched.push(Refetched {
+            file: file.to_string(),
+            why,
+        });
+    }
+}

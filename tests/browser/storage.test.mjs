@@ -1,0 +1,196 @@
+// Model files kept across visits (src/bindings/kept.rs, js/store.js) in
+// Chromium, on the tiny models' models.json entries: a reload's load reads
+// no model byte from the network and decides bit for bit as the first; a
+// stored file with a byte changed, and one truncated, is noticed, named in
+// info() and downloaded again; storage that refuses writes (QuotaExceeded,
+// made by the page itself) leaves the load working from the network with
+// nothing half-written behind; clearing removes only the engine's files.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { fixture, ORT_BASE, start, TINY } from "./lib.mjs";
+
+const STATES = fixture().slice(0, 2);
+let ctx;
+before(async () => (ctx = await start()));
+after(() => ctx?.close());
+
+/** A page in a browser context of its own (its own storage), and the model bytes it fetched from the network. */
+async function visit(context) {
+  const page = await context.newPage();
+  const log = [];
+  const fetched = { bytes: 0 };
+  page.on("console", (m) => log.push(m.text()));
+  page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
+  page.on("requestfinished", async (r) => {
+    if (new URL(r.url()).pathname.startsWith("/models/")) fetched.bytes += (await r.sizes()).responseBodySize;
+  });
+  await page.goto(`${ctx.base}/scripts/harness.html`);
+  await page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
+  return { page, log, fetched };
+}
+
+/** In the page: load `source`, score the states, and return the probabilities, info().storage and the files' sources. */
+async function loadAndScore({ source, backend, ORT_BASE, STATES }) {
+  const engine = await window.readout.Engine.load(source, { backend, ortBase: ORT_BASE, onProgress: (p) => (window.sources ??= new Set()).add(p.source) });
+  const probs = [];
+  for (const s of STATES) {
+    const state = await engine.prefill({ evidence: s.evidence });
+    for (const d of await state.scoreAll(s.criteria)) probs.push(d.probs.map((p) => p.p));
+    await state.dispose();
+  }
+  const info = engine.info();
+  await engine.dispose();
+  return { probs, storage: info.storage, sources: info.files.map((f) => f.source), progressSources: [...(window.sources ?? [])].sort() };
+}
+
+/** In the page: every file under the engine's folder (names as stored), with sizes. */
+async function rawFiles() {
+  const out = [];
+  let root;
+  try {
+    root = await (await navigator.storage.getDirectory()).getDirectoryHandle("readout-files-v1");
+  } catch {
+    return out;
+  }
+  for await (const [dname, dir] of root.entries()) {
+    for await (const [name, h] of dir.entries()) out.push({ path: `${dname}/${name}`, size: h.kind === "file" ? (await h.getFile()).size : -1 });
+  }
+  return out;
+}
+
+for (const backend of ["cpu", "wasm"]) {
+  test(`${backend}: a reload's load reads every model file from storage (0 bytes from the network) and decides bit for bit as the first`, async () => {
+    const context = await ctx.browser.newContext();
+    try {
+      const source = `/models.json#${TINY}`;
+      const v = await visit(context);
+      const first = await v.page.evaluate(loadAndScore, { source, backend, ORT_BASE, STATES });
+      const firstNet = v.fetched.bytes;
+      await v.page.reload();
+      await v.page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
+      v.fetched.bytes = 0;
+      const second = await v.page.evaluate(loadAndScore, { source, backend, ORT_BASE, STATES });
+      const total = first.storage.bytesDownloaded;
+      assert.ok(total > 0 && first.storage.bytesFromStorage === 0, JSON.stringify(first.storage));
+      assert.ok(firstNet >= total, `first load fetched ${firstNet} model bytes, the catalog lists ${total}`);
+      assert.equal(first.storage.used, true, first.storage.whyNot);
+      assert.deepEqual(second.storage.bytesFromStorage, total);
+      assert.equal(second.storage.bytesDownloaded, 0);
+      assert.equal(v.fetched.bytes, 0, "the second load fetched model bytes from the network");
+      assert.ok(second.sources.every((s) => s === "storage"));
+      assert.deepEqual(second.progressSources, ["storage"]);
+      assert.deepEqual(second.probs, first.probs);
+      console.log(`# ${backend}: first load ${total} bytes downloaded, second ${second.storage.bytesFromStorage} from storage (hashing ${second.storage.hashMs.toFixed(1)} ms), 0 from the network; ${first.probs.length} decisions equal`);
+    } finally {
+      await context.close();
+    }
+  });
+}
+
+test("a stored file with one byte changed, and one truncated, is noticed, named in info() and downloaded again; the decisions do not change", async () => {
+  const context = await ctx.browser.newContext();
+  try {
+    const source = `/models.json#${TINY}`;
+    const v = await visit(context);
+    const first = await v.page.evaluate(loadAndScore, { source, backend: "cpu", ORT_BASE, STATES });
+    // The two largest stored files: one gets a byte flipped, the other loses its last 10 bytes.
+    const damaged = await v.page.evaluate(async () => {
+      const root = await (await navigator.storage.getDirectory()).getDirectoryHandle("readout-files-v1");
+      const files = [];
+      for await (const [, dir] of root.entries()) {
+        for await (const [name, h] of dir.entries()) if (!name.endsWith(".meta.json")) files.push({ name, h, size: (await h.getFile()).size });
+      }
+      files.sort((x, y) => y.size - x.size);
+      const [flip, cut] = files;
+      const w1 = await flip.h.createWritable({ keepExistingData: true });
+      const b = new Uint8Array(await (await flip.h.getFile()).slice(1000, 1001).arrayBuffer());
+      await w1.write({ type: "write", position: 1000, data: new Uint8Array([b[0] ^ 0xff]) });
+      await w1.close();
+      const w2 = await cut.h.createWritable({ keepExistingData: true });
+      await w2.truncate(cut.size - 10);
+      await w2.close();
+      return [flip.name, cut.name].map(decodeURIComponent);
+    });
+    v.fetched.bytes = 0;
+    const second = await v.page.evaluate(loadAndScore, { source, backend: "cpu", ORT_BASE, STATES });
+    const named = second.storage.refetched.map((r) => r.file).sort();
+    assert.deepEqual(named, [...damaged].sort(), JSON.stringify(second.storage.refetched));
+    const why = Object.fromEntries(second.storage.refetched.map((r) => [r.file, r.why]));
+    assert.match(why[damaged[0]], /hash to .*not the recorded/);
+    assert.match(why[damaged[1]], /bytes are stored, \d+ recorded/);
+    assert.ok(second.storage.bytesDownloaded > 0 && v.fetched.bytes >= second.storage.bytesDownloaded);
+    assert.deepEqual(second.probs, first.probs);
+    // Healed: the next load reads everything from storage again.
+    const third = await v.page.evaluate(loadAndScore, { source, backend: "cpu", ORT_BASE, STATES });
+    assert.equal(third.storage.bytesDownloaded, 0);
+    assert.deepEqual(third.storage.refetched, []);
+    console.log(`# damaged ${damaged.join(", ")}: ${second.storage.refetched.map((r) => `${r.file}: ${r.why}`).join("; ")}`);
+  } finally {
+    await context.close();
+  }
+});
+
+test("storage that refuses writes (QuotaExceededError) leaves the load working from the network, says why, and leaves nothing half-written", async () => {
+  const context = await ctx.browser.newContext();
+  try {
+    const source = `/models.json#${TINY}`;
+    const v = await visit(context);
+    const reference = await v.page.evaluate(loadAndScore, { source, backend: "cpu", ORT_BASE, STATES: STATES.slice(0, 1) });
+    await v.page.evaluate(async () => {
+      const { clearStored } = await import("/pkg/storage.js");
+      await clearStored();
+      // The browser's own error, from the write the engine makes.
+      FileSystemWritableFileStream.prototype.write = () => Promise.reject(new DOMException("the quota is full", "QuotaExceededError"));
+    });
+    const r = await v.page.evaluate(loadAndScore, { source, backend: "cpu", ORT_BASE, STATES: STATES.slice(0, 1) });
+    assert.equal(r.storage.used, false);
+    assert.match(r.storage.whyNot, /QuotaExceededError: the quota is full/);
+    assert.equal(r.storage.bytesFromStorage, 0);
+    assert.deepEqual(r.probs, reference.probs);
+    const left = await v.page.evaluate(rawFiles);
+    assert.deepEqual(left, [], `left behind: ${JSON.stringify(left)}`);
+    const listed = await v.page.evaluate(async () => (await import("/pkg/storage.js")).stored());
+    assert.deepEqual(listed, []);
+    console.log(`# quota: ${r.storage.whyNot}`);
+  } finally {
+    await context.close();
+  }
+});
+
+test("stored() lists what the engine kept; deleteStored(entry) and clearStored() remove only the engine's files", async () => {
+  const context = await ctx.browser.newContext();
+  try {
+    const v = await visit(context);
+    const r = await v.page.evaluate(async ({ tiny, ORT_BASE }) => {
+      const top = await navigator.storage.getDirectory();
+      // Another library's files in the same origin's storage.
+      const foreign = await top.getFileHandle("foreign.txt", { create: true });
+      const w = await foreign.createWritable();
+      await w.write("not the engine's");
+      await w.close();
+      await (await caches.open("foreign-cache")).put("/foreign", new Response("kept"));
+      const { stored, deleteStored, clearStored } = await import("/pkg/storage.js");
+      for (const id of [tiny, `${tiny}-trimmed`]) await (await window.readout.Engine.load(`/models.json#${id}`, { backend: "cpu" })).dispose();
+      const all = await stored();
+      const deleted = await deleteStored(tiny);
+      const after = await stored();
+      await clearStored();
+      const cleared = await stored();
+      return {
+        entries: [...new Set(all.map((f) => f.entry))].sort(), files: all.length, bytes: all.every((f) => f.bytes > 0 && f.storedAt > 0 && f.sha256),
+        deleted, after: [...new Set(after.map((f) => f.entry))], cleared: cleared.length,
+        foreign: await (await (await top.getFileHandle("foreign.txt")).getFile()).text(),
+        foreignCache: await (await (await caches.open("foreign-cache")).match("/foreign")).text(),
+      };
+    }, { tiny: TINY, ORT_BASE });
+    assert.deepEqual(r.entries, [TINY, `${TINY}-trimmed`].sort());
+    assert.ok(r.bytes);
+    assert.ok(r.deleted > 0);
+    assert.deepEqual(r.after, [`${TINY}-trimmed`]);
+    assert.equal(r.cleared, 0);
+    assert.equal(r.foreign, "not the engine's");
+    assert.equal(r.foreignCache, "kept");
+  } finally {
+    await context.close();
+  }
+});

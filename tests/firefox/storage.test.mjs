@@ -1,0 +1,88 @@
+// Model files kept across visits in Firefox ESR (the origin private file
+// system): after a reload, the second load of a models.json entry reads
+// every file from storage, fetches no model byte (counted by the server),
+// and decides bit for bit as the first; a stored file with a byte changed
+// is noticed, named and downloaded again.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { launchFirefox } from "../../scripts/firefox.mjs";
+import { serve } from "../../scripts/serve.mjs";
+import { fixture, TINY } from "../browser/lib.mjs";
+
+const STATES = fixture().slice(0, 2);
+let server, base;
+let served = 0;
+before(async () => {
+  server = await serve(0);
+  server.on("request", (req, res) => {
+    if (!new URL(req.url, "http://x").pathname.startsWith("/models/")) return;
+    const write = res.write.bind(res);
+    res.write = (chunk, ...rest) => {
+      served += chunk?.length ?? 0;
+      return write(chunk, ...rest);
+    };
+  });
+  base = `http://127.0.0.1:${server.address().port}`;
+});
+after(() => server.close());
+
+async function loadAndScore({ source, STATES }) {
+  const engine = await window.readout.Engine.load(source, { backend: "cpu" });
+  const probs = [];
+  for (const s of STATES) {
+    const state = await engine.prefill({ evidence: s.evidence });
+    for (const d of await state.scoreAll(s.criteria)) probs.push(d.probs.map((p) => p.p));
+    await state.dispose();
+  }
+  const info = engine.info();
+  await engine.dispose();
+  return { probs, storage: info.storage };
+}
+
+test("Firefox: a reload's load reads the model from storage (0 bytes from the network) and decides bit for bit as the first; a changed byte is noticed and healed", async () => {
+  const browser = await launchFirefox();
+  const log = [];
+  try {
+    const page = await browser.newPage();
+    page.on("console", (m) => log.push(m.text()));
+    const open = async () => {
+      await page.goto(`${base}/scripts/harness.html`);
+      await page.waitForFunction(() => window.harnessReady, { timeout: 120_000 });
+    };
+    const source = `/models.json#${TINY}`;
+    await open();
+    const first = await page.evaluate(loadAndScore, { source, STATES });
+    assert.equal(first.storage.used, true, first.storage.whyNot);
+    await open();
+    served = 0;
+    const second = await page.evaluate(loadAndScore, { source, STATES });
+    assert.equal(served, 0, "the second load fetched model bytes");
+    assert.equal(second.storage.bytesDownloaded, 0);
+    assert.equal(second.storage.bytesFromStorage, first.storage.bytesDownloaded);
+    assert.deepEqual(second.probs, first.probs);
+    const flipped = await page.evaluate(async () => {
+      const root = await (await navigator.storage.getDirectory()).getDirectoryHandle("readout-files-v1");
+      let big = null;
+      for await (const [, dir] of root.entries()) {
+        for await (const [name, h] of dir.entries()) {
+          const size = (await h.getFile()).size;
+          if (!name.endsWith(".meta.json") && (!big || size > big.size)) big = { name, h, size };
+        }
+      }
+      const w = await big.h.createWritable({ keepExistingData: true });
+      const b = new Uint8Array(await (await big.h.getFile()).slice(500, 501).arrayBuffer());
+      await w.write({ type: "write", position: 500, data: new Uint8Array([b[0] ^ 0xff]) });
+      await w.close();
+      return decodeURIComponent(big.name);
+    });
+    const third = await page.evaluate(loadAndScore, { source, STATES });
+    assert.deepEqual(third.storage.refetched.map((r) => r.file), [flipped]);
+    assert.deepEqual(third.probs, first.probs);
+    console.log(`# Firefox: ${second.storage.bytesFromStorage} bytes from storage (hashing ${second.storage.hashMs.toFixed(1)} ms), 0 from the network; ${flipped} altered: ${third.storage.refetched[0].why}`);
+  } catch (e) {
+    e.message += `\n${log.slice(-15).join("\n")}`;
+    throw e;
+  } finally {
+    await browser.close();
+  }
+});
