@@ -24,6 +24,9 @@ const kind = (f) => {
     if (r.study === "dot-peak") return "dot-peak";
     if (r.benchmark === "test-suite") return "test-suite";
     if (r.study === "bulk") return "bulk";
+    if (r.benchmark === "page-thread") return "page-thread";
+    if (r.benchmark === "kept-files") return "kept-files";
+    if (r.study === "storage-choice") return "storage-choice";
   } catch {
     return "unreadable";
   }
@@ -201,6 +204,57 @@ if (peaks.length) {
     }
     if (r.fastest_native) {
       out += `\nBody: ${(r.body.multiply_adds_per_token / 1e6).toFixed(1)} M multiply-adds a token; fastest native (${r.fastest_native.model}) ${r.fastest_native.per_token_ms.toFixed(3)} ms a token, so the goal (≤ 1.5×) is ${r.goal_per_token_ms.toFixed(3)} ms; the body's products alone at each instruction's peak on ${r.threads} workers: ${Object.entries(r.floors).map(([k, x]) => `${k} ${x.body_products_ms_at_peak.toFixed(3)} ms (${(100 * x.share_of_goal).toFixed(0)} % of the goal)`).join(", ")}.\n`;
+    }
+    out += "\n";
+  }
+}
+const gaps = by("page-thread");
+if (gaps.length) {
+  out += `## The page's thread while criteria are scored: on the page against readout/worker
+
+\`node bench/runners/page_thread.mjs\`: the example state's criteria scored on the \`cpu\` backend, once with the engine called on the page and once through its worker, in the same run; a 10 ms timer on the page records its longest gap. Overhead: what the worker adds to a criterion's wall time beyond the engine's own, as a share of the call on the page. The longest task (Chromium's \`longtask\` entries; Firefox has none) is longer than the scoring: on \`cpu\` the load's last steps, the prefill and the scoring resolve in microtasks, one task on the page's thread.
+
+`;
+  for (const f of gaps) {
+    const r = JSON.parse(readFileSync(f, "utf8"));
+    out += `\`${f.split("/").pop()}\` (${r.model}, ${r.criteria} criteria, ${r.rounds} rounds, commit ${r.commit}):\n\n| browser | build | threads | longest gap, page (ms) | longest gap, worker (ms) | longest task, page (ms) | ms a criterion, page | ms a criterion, worker | worker overhead |\n|---|---|---|---|---|---|---|---|---|\n`;
+    for (const x of r.results) {
+      out += `| ${x.browser} | ${x.build} | ${x.threads} | ${x.page.longest_gap_ms.toFixed(0)} | ${x.worker.longest_gap_ms.toFixed(0)} | ${x.page.long_tasks_longest_ms == null ? "n/a" : x.page.long_tasks_longest_ms.toFixed(0)} | ${x.page.wall_ms_per_criterion.toFixed(1)} | ${x.worker.wall_ms_per_criterion.toFixed(1)} | ${(100 * x.worker_overhead_share).toFixed(2)} % |\n`;
+    }
+    out += "\n";
+  }
+}
+const choice = by("storage-choice");
+if (choice.length) {
+  out += `## Where model files are kept: Cache Storage against the origin private file system
+
+\`node bench/studies/storage_choice.mjs\`: one model file streamed from the network into each store as the engine writes it (a temporary name, then the real one), then read back; medians of the rounds, and the most memory a write added to the browser's processes.
+
+`;
+  for (const f of choice) {
+    const r = JSON.parse(readFileSync(f, "utf8"));
+    out += `\`${f.split("/").pop()}\` (${r.file}, ${(r.bytes / 1e6).toFixed(1)} MB, ${r.rounds} rounds):\n\n| browser | network only (ms) | Cache write (ms) | Cache read (ms) | Cache peak (+MB) | OPFS write (ms) | OPFS read (ms) | OPFS peak (+MB) |\n|---|---|---|---|---|---|---|---|\n`;
+    for (const x of r.results) {
+      const c = x.summary.cache, o = x.summary.opfs;
+      out += `| ${x.browser} | ${x.summary.network_ms.toFixed(0)} | ${c.write_ms.toFixed(0)} | ${c.read_ms.toFixed(0)} | ${c.peak_added_mb.toFixed(0)} | ${o.write_ms.toFixed(0)} | ${o.read_ms.toFixed(0)} | ${o.peak_added_mb.toFixed(0)} |\n`;
+    }
+    out += "\n";
+  }
+}
+const kept = by("kept-files");
+if (kept.length) {
+  out += `## Model files kept across visits: the first load against the second
+
+\`node bench/runners/kept_files.mjs\`: a models.json entry loaded on \`cpu\` in a fresh profile (downloaded and written), then again after a reload (read from storage and hashed again); bytes from the network are counted by the server.
+
+`;
+  for (const f of kept) {
+    const r = JSON.parse(readFileSync(f, "utf8"));
+    out += `\`${f.split("/").pop()}\` (${r.model}):\n\n| browser | round | first load (ms) | network bytes | second load (ms) | network bytes | from storage (MB) | hashing (ms) | hashing, share of the load |\n|---|---|---|---|---|---|---|---|---|\n`;
+    for (const x of r.results) {
+      x.rounds.forEach((y, i) => {
+        out += `| ${x.browser} | ${i + 1} | ${y.first.load_ms.toFixed(0)} | ${y.first.network_bytes} | ${y.second.load_ms.toFixed(0)} | ${y.second.network_bytes} | ${(y.second.storage.bytesFromStorage / 1e6).toFixed(1)} | ${y.second.storage.hashMs.toFixed(0)} | ${(100 * y.hash_share_of_load).toFixed(1)} % |\n`;
+      });
     }
     out += "\n";
   }

@@ -11,19 +11,29 @@ import { fixture, ORT_BASE, start, TINY } from "./lib.mjs";
 
 const STATES = fixture().slice(0, 2);
 let ctx;
-before(async () => (ctx = await start()));
+// Model bytes the server sent (the page's requests, counted as they are
+// written, so none arrives late into the next count); one test at a time.
+const fetched = { bytes: 0 };
+before(async () => {
+  ctx = await start();
+  ctx.server.on("request", (req, res) => {
+    if (!new URL(req.url, "http://x").pathname.startsWith("/models/")) return;
+    const write = res.write.bind(res);
+    res.write = (chunk, ...rest) => {
+      fetched.bytes += chunk?.length ?? 0;
+      return write(chunk, ...rest);
+    };
+  });
+});
 after(() => ctx?.close());
 
-/** A page in a browser context of its own (its own storage), and the model bytes it fetched from the network. */
+/** A page in a browser context of its own (its own storage), and the model bytes the server sent it. */
 async function visit(context) {
   const page = await context.newPage();
   const log = [];
-  const fetched = { bytes: 0 };
+  fetched.bytes = 0;
   page.on("console", (m) => log.push(m.text()));
   page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
-  page.on("requestfinished", async (r) => {
-    if (new URL(r.url()).pathname.startsWith("/models/")) fetched.bytes += (await r.sizes()).responseBodySize;
-  });
   await page.goto(`${ctx.base}/scripts/harness.html`);
   await page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
   return { page, log, fetched };
