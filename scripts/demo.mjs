@@ -13,6 +13,9 @@ import { fileURLToPath } from "node:url";
 import { serve } from "./serve.mjs";
 import { launch, launchPersistent } from "./chromium.mjs";
 
+/** The port a kept profile's demo is served on (see driveDemo). */
+const PROFILE_PORT = 8719;
+
 /** Runs in the demo page: what it shows once the example has run (the badge, the table). */
 export function readDecisionTable() {
   return {
@@ -41,7 +44,9 @@ export function readDecisionTable() {
  * files the page stored are read from it on the next run).
  */
 export async function driveDemo({ model, backend = "auto", screenshot, timeout = 1_200_000, profile, log = (l) => console.error(l) } = {}) {
-  const server = await serve(0);
+  // Storage belongs to an origin, and the port is part of it: a kept profile
+  // is only seen again from the same port.
+  const server = await serve(profile ? PROFILE_PORT : 0);
   const query = new URLSearchParams({ ...(model ? { model } : {}), backend });
   const url = `http://127.0.0.1:${server.address().port}/www/?${query}`;
   const tail = [];
