@@ -124,7 +124,17 @@ export async function storeBegin(entry, file) {
       open = false;
       await writable.abort().catch(() => {});
     }
-    await removeQuietly(dir, tmp);
+    // The writer's lock on the file can outlast abort() by a moment (Chromium
+    // refuses the removal meanwhile), so the removal is tried again.
+    for (let tries = 0; ; tries++) {
+      try {
+        await removeQuietly(dir, tmp);
+        return;
+      } catch (e) {
+        if (tries >= 20) throw e;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
   };
   return {
     // The error's name (QuotaExceededError, say) is what a caller needs to read.

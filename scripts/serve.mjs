@@ -68,6 +68,24 @@ export function serve(port = 0, root = ROOT) {
   return new Promise((ok) => server.listen(port, "127.0.0.1", () => ok(server)));
 }
 
+/**
+ * Counts the body bytes `server` sends for paths under `prefix`, as they are
+ * written (so none lands in a later count): returns `{ bytes }`, which the
+ * caller may reset.
+ */
+export function countSent(server, prefix) {
+  const count = { bytes: 0 };
+  server.on("request", (req, res) => {
+    if (!new URL(req.url, "http://x").pathname.startsWith(prefix)) return;
+    const write = res.write.bind(res);
+    res.write = (chunk, ...rest) => {
+      count.bytes += chunk?.length ?? 0;
+      return write(chunk, ...rest);
+    };
+  });
+  return count;
+}
+
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const server = await serve(Number(process.argv[2] ?? 8000));
   console.log(`serving ${ROOT} at http://127.0.0.1:${server.address().port}/`);

@@ -10,14 +10,13 @@
 //
 //   node bench/runners/kept_files.mjs [--model smollm2-135m-instruct-q4f16]
 //        [--browsers chromium,firefox] [--rounds 2] [--out FILE]
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
-import { cpus } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { option } from "../../scripts/browser.mjs";
 import { launch } from "../../scripts/chromium.mjs";
 import { launchFirefox } from "../../scripts/firefox.mjs";
-import { ROOT, serve } from "../../scripts/serve.mjs";
+import { countSent, ROOT, serve } from "../../scripts/serve.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 
 const a = process.argv.slice(2);
 const model = option(a, "--model", "smollm2-135m-instruct-q4f16");
@@ -26,9 +25,7 @@ const rounds = Number(option(a, "--rounds", 2));
 const outArg = option(a, "--out", undefined);
 if (a.length) throw new Error(`kept_files: unknown arguments: ${a.join(" ")}`);
 if (!existsSync(join(ROOT, "models.json"))) throw new Error("kept_files: no models.json (run bash scripts/main.sh first)");
-const date = new Date().toISOString().slice(0, 10);
-const out = resolve(outArg ?? join(ROOT, "bench", "results", `${date}-kept-files-${model}.json`));
-if (existsSync(out)) throw new Error(`kept_files: ${out} exists; pass --out for another name`);
+const out = resultPath("kept_files", `kept-files-${model}`, outArg);
 const log = (l) => console.error(`[kept] ${l}`);
 
 /** In the page: one load on cpu, timed, with what info() says of storage. */
@@ -42,15 +39,8 @@ async function loadOnce({ source }) {
 }
 
 const server = await serve(0);
-let served = 0;
-server.on("request", (req, res) => {
-  if (!new URL(req.url, "http://x").pathname.startsWith("/models/")) return;
-  const write = res.write.bind(res);
-  res.write = (chunk, ...rest) => {
-    served += chunk?.length ?? 0;
-    return write(chunk, ...rest);
-  };
-});
+// Model bytes the server sent, counted as they are written.
+const sent = countSent(server, "/models/");
 const base = `http://127.0.0.1:${server.address().port}`;
 const results = [];
 try {
@@ -64,12 +54,12 @@ try {
         await page.goto(`${base}/scripts/harness.html`);
         await ready();
         row.user_agent ??= await page.evaluate(() => navigator.userAgent);
-        served = 0;
-        const first = { ...(await page.evaluate(loadOnce, { source: `/models.json#${model}` })), network_bytes: served };
+        sent.bytes = 0;
+        const first = { ...(await page.evaluate(loadOnce, { source: `/models.json#${model}` })), network_bytes: sent.bytes };
         await page.reload();
         await ready();
-        served = 0;
-        const second = { ...(await page.evaluate(loadOnce, { source: `/models.json#${model}` })), network_bytes: served };
+        sent.bytes = 0;
+        const second = { ...(await page.evaluate(loadOnce, { source: `/models.json#${model}` })), network_bytes: sent.bytes };
         row.rounds.push({ first, second, hash_share_of_load: second.storage.hashMs / second.engine_load_ms });
         log(`${name} round ${r + 1}: first ${first.load_ms.toFixed(0)} ms (${first.network_bytes} B from the network), second ${second.load_ms.toFixed(0)} ms (${second.network_bytes} B from the network, ${second.storage.bytesFromStorage} B from storage, hashing ${second.storage.hashMs.toFixed(0)} ms)`);
       } finally {
@@ -81,17 +71,10 @@ try {
 } finally {
   server.close();
 }
-let commit = "unknown";
-try {
-  commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
-} catch {}
 const shares = results.flatMap((r) => r.rounds.map((x) => x.hash_share_of_load));
-const result = {
-  benchmark: "kept-files", command: `node bench/runners/kept_files.mjs ${process.argv.slice(2).join(" ")}`.trim(), commit, date,
-  machine: { cpus: cpus().length, cpu: cpus()[0]?.model }, emulated: false, model, backend: "cpu",
+writeResult(out, { benchmark: "kept-files" }, "bench/runners/kept_files.mjs", {
+  model, backend: "cpu",
   goals: { hash_share_of_load: { value: Math.max(...shares), goal: "< 0.05 (hash every read)" }, second_load_network_bytes: { value: Math.max(...results.flatMap((r) => r.rounds.map((x) => x.second.network_bytes))), goal: "0" } },
   results,
-};
-mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`, { flag: "wx" });
+});
 log(`wrote ${out}`);

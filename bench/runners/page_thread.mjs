@@ -14,14 +14,13 @@
 //   node bench/runners/page_thread.mjs [--model smollm2-135m-instruct-q4f16]
 //        [--browsers chromium,firefox] [--builds single,threads] [--rounds 2]
 //        [--threads 2] [--out FILE]
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { cpus } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { launch } from "../../scripts/chromium.mjs";
 import { launchFirefox } from "../../scripts/firefox.mjs";
 import { option } from "../../scripts/browser.mjs";
 import { ROOT, serve } from "../../scripts/serve.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 
 const a = process.argv.slice(2);
 const model = option(a, "--model", "smollm2-135m-instruct-q4f16");
@@ -31,10 +30,7 @@ const rounds = Number(option(a, "--rounds", 2));
 const threads = Number(option(a, "--threads", 2));
 const outArg = option(a, "--out", undefined);
 if (a.length) throw new Error(`page_thread: unknown arguments: ${a.join(" ")}`);
-const date = new Date().toISOString().slice(0, 10);
-const out = resolve(outArg ?? join(ROOT, "bench", "results", `${date}-page-thread-${model}.json`));
-// A result already written is never replaced: a second run names its own file.
-if (existsSync(out)) throw new Error(`page_thread: ${out} exists; pass --out for another name`);
+const out = resultPath("page_thread", `page-thread-${model}`, outArg);
 if (!existsSync(join(ROOT, "models.json"))) throw new Error("page_thread: no models.json (run bash scripts/main.sh first)");
 const log = (l) => console.error(`[page-thread] ${l}`);
 
@@ -133,20 +129,10 @@ try {
   server.close();
 }
 
-let commit = "unknown";
-try {
-  commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
-} catch {}
 const goals = {
   longest_gap_through_worker_ms: { value: Math.max(...results.map((r) => r.worker.longest_gap_ms)), goal: "<= 50" },
   worker_overhead_share: { value: Math.max(...results.map((r) => r.worker_overhead_share)), goal: "<= 0.02" },
 };
-const result = {
-  benchmark: "page-thread", command: `node bench/runners/page_thread.mjs ${process.argv.slice(2).join(" ")}`.trim(), commit, date,
-  machine: { cpus: cpus().length, cpu: cpus()[0]?.model }, emulated: false, model, state: "examples/state.json", criteria: state.criteria.length, rounds,
-  goals, results,
-};
-mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`, { flag: "wx" });
+writeResult(out, { benchmark: "page-thread" }, "bench/runners/page_thread.mjs", { model, state: "examples/state.json", criteria: state.criteria.length, rounds, goals, results });
 log(`wrote ${out}`);
 for (const [k, g] of Object.entries(goals)) log(`${k}: ${g.value} (goal ${g.goal})`);

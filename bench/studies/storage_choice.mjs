@@ -11,14 +11,13 @@
 //
 //   node bench/studies/storage_choice.mjs [--file models/smollm2-135m-instruct-q4f16/model.onnx.data]
 //        [--browsers chromium,firefox] [--rounds 2] [--out FILE]
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { cpus } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { join } from "node:path";
 import { option } from "../../scripts/browser.mjs";
 import { launch } from "../../scripts/chromium.mjs";
 import { launchFirefox } from "../../scripts/firefox.mjs";
 import { ROOT, serve } from "../../scripts/serve.mjs";
+import { resultPath, writeResult } from "../runners/result_file.mjs";
 
 const a = process.argv.slice(2);
 const file = option(a, "--file", "models/smollm2-135m-instruct-q4f16/model.onnx.data");
@@ -27,10 +26,8 @@ const rounds = Number(option(a, "--rounds", 2));
 const outArg = option(a, "--out", undefined);
 if (a.length) throw new Error(`storage_choice: unknown arguments: ${a.join(" ")}`);
 if (!existsSync(join(ROOT, file))) throw new Error(`storage_choice: ${file} is missing (run bash scripts/main.sh first)`);
-const date = new Date().toISOString().slice(0, 10);
 const tag = file.split("/").slice(-2).join("-").replace(/[^A-Za-z0-9.-]/g, "-");
-const out = resolve(outArg ?? join(ROOT, "bench", "results", `${date}-storage-choice-${tag}.json`));
-if (existsSync(out)) throw new Error(`storage_choice: ${out} exists; pass --out for another name`);
+const out = resultPath("storage_choice", `storage-choice-${tag}`, outArg);
 const log = (l) => console.error(`[storage] ${l}`);
 
 /** Resident bytes of every process below this one (the browser and its children). */
@@ -163,15 +160,6 @@ try {
 } finally {
   server.close();
 }
-let commit = "unknown";
-try {
-  commit = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: ROOT, encoding: "utf8" }).trim();
-} catch {}
-const result = {
-  study: "storage-choice", command: `node bench/studies/storage_choice.mjs ${process.argv.slice(2).join(" ")}`.trim(), commit, date,
-  machine: { cpus: cpus().length, cpu: cpus()[0]?.model }, emulated: false, file, bytes, rounds, results,
-};
-mkdirSync(dirname(out), { recursive: true });
-writeFileSync(out, `${JSON.stringify(result, null, 2)}\n`, { flag: "wx" });
+writeResult(out, { study: "storage-choice" }, "bench/studies/storage_choice.mjs", { file, bytes, rounds, results });
 log(`wrote ${out}`);
 for (const r of results) log(`${r.browser}: ${JSON.stringify(r.summary)}`);

@@ -7,23 +7,17 @@
 // nothing half-written behind; clearing removes only the engine's files.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { countSent } from "../../scripts/serve.mjs";
 import { fixture, ORT_BASE, start, TINY } from "./lib.mjs";
+import { loadAndScore } from "./storage_calls.mjs";
 
 const STATES = fixture().slice(0, 2);
-let ctx;
-// Model bytes the server sent (the page's requests, counted as they are
-// written, so none arrives late into the next count); one test at a time.
-const fetched = { bytes: 0 };
+let ctx, fetched;
 before(async () => {
   ctx = await start();
-  ctx.server.on("request", (req, res) => {
-    if (!new URL(req.url, "http://x").pathname.startsWith("/models/")) return;
-    const write = res.write.bind(res);
-    res.write = (chunk, ...rest) => {
-      fetched.bytes += chunk?.length ?? 0;
-      return write(chunk, ...rest);
-    };
-  });
+  // Model bytes the server sent, counted as they are written (so none lands
+  // in the next count); one test at a time.
+  fetched = countSent(ctx.server, "/models/");
 });
 after(() => ctx?.close());
 
@@ -37,20 +31,6 @@ async function visit(context) {
   await page.goto(`${ctx.base}/scripts/harness.html`);
   await page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
   return { page, log, fetched };
-}
-
-/** In the page: load `source`, score the states, and return the probabilities, info().storage and the files' sources. */
-async function loadAndScore({ source, backend, ORT_BASE, STATES }) {
-  const engine = await window.readout.Engine.load(source, { backend, ortBase: ORT_BASE, onProgress: (p) => (window.sources ??= new Set()).add(p.source) });
-  const probs = [];
-  for (const s of STATES) {
-    const state = await engine.prefill({ evidence: s.evidence });
-    for (const d of await state.scoreAll(s.criteria)) probs.push(d.probs.map((p) => p.p));
-    await state.dispose();
-  }
-  const info = engine.info();
-  await engine.dispose();
-  return { probs, storage: info.storage, sources: info.files.map((f) => f.source), progressSources: [...(window.sources ?? [])].sort() };
 }
 
 /** In the page: every file under the engine's folder (names as stored), with sizes. */

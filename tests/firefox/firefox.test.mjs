@@ -13,6 +13,7 @@ import { F16_BOUND } from "../../scripts/f16_bound.mjs";
 import { launchFirefox } from "../../scripts/firefox.mjs";
 import { serve } from "../../scripts/serve.mjs";
 import { compare, fixture, nativeDecisions, ORT_BASE, ROOT, TINY } from "../browser/lib.mjs";
+import { inFirefox as inFirefoxAt } from "./lib.mjs";
 
 const F16 = "qwen3-tiny-random-q4f16";
 let server, base;
@@ -22,24 +23,8 @@ before(async () => {
 });
 after(() => server.close());
 
-/** Runs `fn(arg)` in the harness page (window.readout) of a fresh Firefox; `build: "threads"` loads the threaded build. */
-async function inFirefox(fn, arg, { webgpu = false, build = "single" } = {}) {
-  const browser = await launchFirefox({ webgpu });
-  const log = [];
-  try {
-    const page = await browser.newPage();
-    page.on("console", (m) => log.push(m.text()));
-    page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
-    await page.goto(`${base}/scripts/harness.html${build === "threads" ? "?build=threads" : ""}`);
-    await page.waitForFunction(() => window.harnessReady, { timeout: 120_000 });
-    return await page.evaluate(fn, arg);
-  } catch (e) {
-    e.message += `\n${log.slice(-15).join("\n")}`;
-    throw e;
-  } finally {
-    await browser.close();
-  }
-}
+/** Runs `fn(arg)` in the harness page of a fresh Firefox (tests/firefox/lib.mjs). */
+const inFirefox = (fn, arg, options) => inFirefoxAt(base, fn, arg, options);
 
 /** In the page: each source loaded with its options, the states scored, the decisions and what info() said. */
 async function scoreIn({ runs, states }) {

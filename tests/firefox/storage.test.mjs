@@ -6,38 +6,19 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { launchFirefox } from "../../scripts/firefox.mjs";
-import { serve } from "../../scripts/serve.mjs";
+import { countSent, serve } from "../../scripts/serve.mjs";
 import { fixture, TINY } from "../browser/lib.mjs";
+import { loadAndScore } from "../browser/storage_calls.mjs";
 
 const STATES = fixture().slice(0, 2);
-let server, base;
-let served = 0;
+let server, base, sent;
 before(async () => {
   server = await serve(0);
-  server.on("request", (req, res) => {
-    if (!new URL(req.url, "http://x").pathname.startsWith("/models/")) return;
-    const write = res.write.bind(res);
-    res.write = (chunk, ...rest) => {
-      served += chunk?.length ?? 0;
-      return write(chunk, ...rest);
-    };
-  });
+  // Model bytes the server sent, counted as they are written.
+  sent = countSent(server, "/models/");
   base = `http://127.0.0.1:${server.address().port}`;
 });
 after(() => server.close());
-
-async function loadAndScore({ source, STATES }) {
-  const engine = await window.readout.Engine.load(source, { backend: "cpu" });
-  const probs = [];
-  for (const s of STATES) {
-    const state = await engine.prefill({ evidence: s.evidence });
-    for (const d of await state.scoreAll(s.criteria)) probs.push(d.probs.map((p) => p.p));
-    await state.dispose();
-  }
-  const info = engine.info();
-  await engine.dispose();
-  return { probs, storage: info.storage };
-}
 
 test("Firefox: a reload's load reads the model from storage (0 bytes from the network) and decides bit for bit as the first; a changed byte is noticed and healed", async () => {
   const browser = await launchFirefox();
@@ -54,9 +35,9 @@ test("Firefox: a reload's load reads the model from storage (0 bytes from the ne
     const first = await page.evaluate(loadAndScore, { source, STATES });
     assert.equal(first.storage.used, true, first.storage.whyNot);
     await open();
-    served = 0;
+    sent.bytes = 0;
     const second = await page.evaluate(loadAndScore, { source, STATES });
-    assert.equal(served, 0, "the second load fetched model bytes");
+    assert.equal(sent.bytes, 0, "the second load fetched model bytes");
     assert.equal(second.storage.bytesDownloaded, 0);
     assert.equal(second.storage.bytesFromStorage, first.storage.bytesDownloaded);
     assert.deepEqual(second.probs, first.probs);

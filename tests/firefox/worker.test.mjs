@@ -11,6 +11,7 @@ import { serve } from "../../scripts/serve.mjs";
 import { fixture, ORT_BASE, ROOT, TINY } from "../browser/lib.mjs";
 import { buildViteApp, checkViteResult, VITE_CASES } from "../browser/vite_app.mjs";
 import { both, terminated } from "../browser/worker_calls.mjs";
+import { inFirefox as inFirefoxAt } from "./lib.mjs";
 
 const STATES = fixture().slice(0, 2);
 const PREFIX = { instruction: "Judge the evidence below, then answer each criterion." };
@@ -21,24 +22,7 @@ before(async () => {
 });
 after(() => server.close());
 
-/** Runs `fn(arg)` in the harness page of a fresh Firefox. */
-async function inFirefox(fn, arg) {
-  const browser = await launchFirefox();
-  const log = [];
-  try {
-    const page = await browser.newPage();
-    page.on("console", (m) => log.push(m.text()));
-    page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
-    await page.goto(`${base}/scripts/harness.html`);
-    await page.waitForFunction(() => window.harnessReady, { timeout: 120_000 });
-    return await page.evaluate(fn, arg);
-  } catch (e) {
-    e.message += `\n${log.slice(-15).join("\n")}`;
-    throw e;
-  } finally {
-    await browser.close();
-  }
-}
+const inFirefox = (fn, arg) => inFirefoxAt(base, fn, arg);
 
 test("Firefox: every call through readout/worker equals the call on the page, bit for bit (cpu on both builds, WASM), and a terminated worker rejects with worker_died", async () => {
   for (const c of [
