@@ -77,8 +77,11 @@ pub struct Keeper {
     report: RefCell<StorageReport>,
 }
 
-fn failure(e: &JsValue) -> String {
-    JsFailure::from_js(e).to_string()
+/// A call into `js/store.js` (it may throw, or return a promise that
+/// rejects), awaited; an error is its message.
+async fn settle(call: Result<Promise, JsValue>) -> Result<JsValue, String> {
+    let p = call.map_err(|e| JsFailure::from_js(&e).to_string())?;
+    await_js(p.into()).await.map_err(|e| e.to_string())
 }
 
 impl Keeper {
@@ -217,8 +220,7 @@ impl Keeper {
     }
 
     async fn begin(&self, entry: &str, file: &str) -> Result<JsValue, String> {
-        let p = store_begin(entry, file).map_err(|e| failure(&e))?;
-        await_js(p.into()).await.map_err(|e| e.to_string())
+        settle(store_begin(entry, file)).await
     }
 
     /// A stored copy that matches the catalog, read and hashed again; `None`
@@ -235,11 +237,7 @@ impl Keeper {
         progress: Progress<'_>,
     ) -> Option<Fetched> {
         let entry = self.entry()?;
-        let stored = match store_read(entry, file) {
-            Ok(p) => await_js(p.into()).await.map_err(|e| e.to_string()),
-            Err(e) => Err(failure(&e)),
-        };
-        let stored = match stored {
+        let stored = match settle(store_read(entry, file)).await {
             Ok(s) if s.is_null() || s.is_undefined() => return None,
             Ok(s) => s,
             Err(why) => {
@@ -306,10 +304,8 @@ impl Keeper {
     }
 
     async fn refetch(&self, entry: &str, file: &str, label: &str, why: String) {
-        if let Ok(p) = store_remove(entry, file) {
-            if let Err(e) = await_js(p.into()).await {
-                self.stop(format!("removing the stored {label} failed: {e}"));
-            }
+        if let Err(e) = settle(store_remove(entry, file)).await {
+            self.stop(format!("removing the stored {label} failed: {e}"));
         }
         self.report.borrow_mut().refetched.push(Refetched {
             file: file.to_string(),

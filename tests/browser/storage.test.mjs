@@ -147,7 +147,7 @@ test("storage that refuses writes (QuotaExceededError) leaves the load working f
   }
 });
 
-test("stored() lists what the engine kept; deleteStored(entry) and clearStored() remove only the engine's files", async () => {
+test("keepFiles and persist take booleans only; stored() lists what the engine kept; deleteStored(entry) and clearStored() remove only the engine's files", async () => {
   const context = await ctx.browser.newContext();
   try {
     const v = await visit(context);
@@ -160,6 +160,11 @@ test("stored() lists what the engine kept; deleteStored(entry) and clearStored()
       await w.close();
       await (await caches.open("foreign-cache")).put("/foreign", new Response("kept"));
       const { stored, deleteStored, clearStored } = await import("/pkg/storage.js");
+      // The two storage options take booleans only; the next load works.
+      const refused = [];
+      for (const options of [{ keepFiles: "yes" }, { persist: 1 }]) {
+        refused.push(await window.readout.Engine.load(`/models.json#${tiny}`, { backend: "cpu", ...options }).then(() => "loaded", (e) => `${e.code}:${e.field}`));
+      }
       for (const id of [tiny, `${tiny}-trimmed`]) await (await window.readout.Engine.load(`/models.json#${id}`, { backend: "cpu" })).dispose();
       const all = await stored();
       const deleted = await deleteStored(tiny);
@@ -167,12 +172,14 @@ test("stored() lists what the engine kept; deleteStored(entry) and clearStored()
       await clearStored();
       const cleared = await stored();
       return {
+        refused,
         entries: [...new Set(all.map((f) => f.entry))].sort(), files: all.length, bytes: all.every((f) => f.bytes > 0 && f.storedAt > 0 && f.sha256),
         deleted, after: [...new Set(after.map((f) => f.entry))], cleared: cleared.length,
         foreign: await (await (await top.getFileHandle("foreign.txt")).getFile()).text(),
         foreignCache: await (await (await caches.open("foreign-cache")).match("/foreign")).text(),
       };
     }, { tiny: TINY, ORT_BASE });
+    assert.deepEqual(r.refused, ["invalid_option:keepFiles", "invalid_option:persist"]);
     assert.deepEqual(r.entries, [TINY, `${TINY}-trimmed`].sort());
     assert.ok(r.bytes);
     assert.ok(r.deleted > 0);
