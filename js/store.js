@@ -68,24 +68,45 @@ async function removeQuietly(dir, name) {
   }
 }
 
+// The stored file `file` of `entry`: `{ meta, blob }` (`blob` null when the
+// bytes are gone), or null when nothing complete is stored.
+async function storedFile(entry, file) {
+  const dir = await entryDir(entry, false);
+  if (!dir) return null;
+  const meta = await readText(dir, encode(file) + META);
+  if (meta === null) return null;
+  try {
+    return { meta, blob: await (await dir.getFileHandle(encode(file))).getFile() };
+  } catch (e) {
+    if (e?.name === "NotFoundError") return { meta, blob: null };
+    throw e;
+  }
+}
+
 /**
  * The stored file `file` of `entry`: `{ meta, size, body }` (`meta` the JSON
  * written at commit, `size` the bytes on disk, `body` a stream of them), or
  * null when nothing complete is stored.
  */
 export async function storeRead(entry, file) {
-  const dir = await entryDir(entry, false);
-  if (!dir) return null;
-  const meta = await readText(dir, encode(file) + META);
-  if (meta === null) return null;
-  let blob;
-  try {
-    blob = await (await dir.getFileHandle(encode(file))).getFile();
-  } catch (e) {
-    if (e?.name === "NotFoundError") return { meta, size: -1, body: null };
-    throw e;
-  }
-  return { meta, size: blob.size, body: blob.stream() };
+  const got = await storedFile(entry, file);
+  if (!got) return null;
+  return { meta: got.meta, size: got.blob?.size ?? -1, body: got.blob?.stream() ?? null };
+}
+
+/**
+ * The stored file `file` of `entry` read whole: `{ meta, size, bytes }`
+ * (`bytes` a Uint8Array, or null when the file is gone or over `maxBytes`,
+ * which is checked before it is read), or null when nothing complete is
+ * stored. For a kept prefix, which the engine checks whole before it uses
+ * any of it.
+ */
+export async function storeReadBytes(entry, file, maxBytes) {
+  const got = await storedFile(entry, file);
+  if (!got) return null;
+  const size = got.blob?.size ?? -1;
+  const fits = got.blob && size <= maxBytes;
+  return { meta: got.meta, size, bytes: fits ? new Uint8Array(await got.blob.arrayBuffer()) : null };
 }
 
 /** Removes the stored file `file` of `entry` (its metadata first, so a half-removed file is never read). */

@@ -7,6 +7,8 @@ import type {
   LoadOptions,
   PrefillOptions,
   PrefixInput,
+  PrefixOptions,
+  PrefixStorage,
   ScoreOptions,
   StateInput,
 } from "./readout.js";
@@ -19,6 +21,8 @@ export type {
   LoadOptions,
   PrefillOptions,
   PrefixInput,
+  PrefixOptions,
+  PrefixStorage,
   ReadoutError,
   ScoreOptions,
   StateInput,
@@ -39,7 +43,9 @@ export class Engine {
   /** False once the worker has ended (disposed, terminated, or died). */
   readonly alive: boolean;
   prefill(state: StateInput, options?: PrefillOptions): Promise<State>;
-  prefix(spec: PrefixInput, options?: PrefillOptions): Promise<Prefix>;
+  prefix(spec: PrefixInput, options?: PrefixOptions): Promise<Prefix>;
+  /** A prefix from `prefix.save()`'s bytes; refused with code "stale_prefix" (naming the field) when they were made elsewhere or damaged. */
+  restorePrefix(bytes: Uint8Array, spec?: PrefixInput, options?: PrefillOptions): Promise<Prefix>;
   info(): Promise<EngineInfo>;
   liveGpuTensors(): Promise<number>;
   bytesReadBack(): Promise<number>;
@@ -52,7 +58,11 @@ export class Engine {
 export class Prefix {
   private constructor();
   readonly tokens: number;
+  /** Where a prefix made with `keep: true` came from; null otherwise. */
+  readonly storage: PrefixStorage | null;
   prefill(state: StateInput): Promise<State>;
+  /** Its past and key as bytes, for `restorePrefix` in a later visit. */
+  save(): Promise<Uint8Array>;
   dispose(): Promise<void>;
 }
 

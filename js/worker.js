@@ -141,6 +141,9 @@ export class Engine {
   prefix(spec, options) {
     return invoke(this.channel, this, "prefix", [spec, options]);
   }
+  restorePrefix(bytes, spec, options) {
+    return invoke(this.channel, this, "restorePrefix", [bytes, spec, options]);
+  }
   info() {
     return invoke(this.channel, this, "info", []);
   }
@@ -171,16 +174,23 @@ export class Engine {
 
 /** A shared prefix in the worker. */
 export class Prefix {
-  constructor(channel, { handle, tokens }) {
+  constructor(channel, { handle, tokens, storage }) {
     this.channel = channel;
     this.handle = handle;
     this._tokens = tokens;
+    this._storage = storage ?? null;
   }
   get tokens() {
     return this._tokens;
   }
+  get storage() {
+    return this._storage;
+  }
   prefill(state) {
     return invoke(this.channel, this, "prefill", [state]);
+  }
+  save() {
+    return invoke(this.channel, this, "save", []);
   }
   dispose() {
     return invoke(this.channel, this, "dispose", []);

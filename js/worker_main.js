@@ -11,13 +11,13 @@ const objects = new Map();
 let nextHandle = 1;
 let pkg = null;
 
-/** What crosses back for an object: its handle, its class, and its `tokens` now. */
+/** What crosses back for an object: its handle, its class, its `tokens` now, and a Prefix's `storage`. */
 function describe(value) {
   for (const kind of ["Engine", "Prefix", "State"]) {
     if (pkg && value instanceof pkg[kind]) {
       const handle = nextHandle++;
       objects.set(handle, value);
-      return { handle, kind, tokens: kind === "Engine" ? undefined : value.tokens };
+      return { handle, kind, tokens: kind === "Engine" ? undefined : value.tokens, storage: kind === "Prefix" ? value.storage : undefined };
     }
   }
   return undefined;

@@ -238,3 +238,130 @@ fn bad_prefixes_and_extensions_are_refused_by_name_and_the_engine_scores_after_e
         assert_eq!(err.info().code, "unknown_prefix", "{err}");
     });
 }
+
+fn keyed(model: &str, runtime: RuntimeKind, key: &str) -> readout::HostEngine {
+    let mut e = readout::open_host_engine(&model_path(model), &host(runtime)).unwrap();
+    e.set_model_key(key.into());
+    e
+}
+
+fn rubric() -> PrefixSpec {
+    PrefixSpec {
+        instruction: None,
+        examples: examples(),
+    }
+}
+
+#[test]
+fn a_prefix_kept_and_restored_by_a_new_engine_decides_bit_for_bit() {
+    // Our runtime keeps float32 pasts; ONNX Runtime's q4f16 graph float16 ones.
+    for (model, rt) in [
+        (common::Q4, RuntimeKind::Own),
+        (common::Q4F16, RuntimeKind::Ort),
+    ] {
+        let mut a = keyed(model, rt, "files-1");
+        pollster::block_on(async {
+            for mode in [Mode::Letters, Mode::Cloze] {
+                let p = a.prefix(&rubric(), style(mode)).await.unwrap();
+                let bytes = a.export_prefix(p).await.unwrap();
+                // A later visit: another engine on the same files.
+                let mut b = keyed(model, rt, "files-1");
+                assert_eq!(
+                    a.prefix_key(&rubric(), style(mode)).unwrap(),
+                    b.prefix_key(&rubric(), style(mode)).unwrap()
+                );
+                let q = b
+                    .restore_prefix(&bytes, Some((&rubric(), style(mode))))
+                    .await
+                    .unwrap();
+                assert_eq!(b.prefix_tokens(q).unwrap(), a.prefix_tokens(p).unwrap());
+                let o = opts(mode, Calibration::None);
+                for s in fixture().iter().take(2) {
+                    let sa = a.prefill_on(p, &bare(s)).await.unwrap();
+                    let sb = b.prefill_on(q, &bare(s)).await.unwrap();
+                    let da = probs(&a.score_all(sa, &s.criteria, &o).await.unwrap());
+                    let db = probs(&b.score_all(sb, &s.criteria, &o).await.unwrap());
+                    assert_eq!(da, db, "{model} {rt:?} {mode:?}: restored ≠ prefilled");
+                    a.dispose(sa).unwrap();
+                    b.dispose(sb).unwrap();
+                }
+                // Restored, it writes the same bytes again.
+                assert_eq!(b.export_prefix(q).await.unwrap(), bytes);
+                a.dispose_prefix(p).unwrap();
+            }
+        });
+    }
+}
+
+#[test]
+fn a_kept_prefix_from_elsewhere_or_damaged_is_refused_by_field_and_the_engine_scores_after() {
+    let c = criterion("late", "Did the parcel arrive late?", &["Yes", "No"]);
+    let mut a = keyed(common::Q4, RuntimeKind::Own, "files-1");
+    pollster::block_on(async {
+        let p = a.prefix(&rubric(), style(Mode::Letters)).await.unwrap();
+        let bytes = a.export_prefix(p).await.unwrap();
+        let mut b = keyed(common::Q4, RuntimeKind::Own, "files-1");
+        let field = |r: Result<readout::PrefixId, readout::EngineError>| match r {
+            Err(e) => {
+                assert_eq!(e.info().code, "stale_prefix", "{e}");
+                e.info().field.unwrap()
+            }
+            Ok(_) => "accepted".into(),
+        };
+        let letters = Some((&rubric(), style(Mode::Letters)));
+        // Another model's files.
+        let mut other = keyed(common::Q4, RuntimeKind::Own, "files-2");
+        assert_eq!(field(other.restore_prefix(&bytes, letters).await), "model");
+        let fresh = other.prefix(&rubric(), style(Mode::Letters)).await.unwrap();
+        still(&mut other, fresh, &c).await;
+        // Another runtime (ONNX Runtime computes other bits).
+        let mut ort = keyed(common::Q4, RuntimeKind::Ort, "files-1");
+        assert_eq!(field(ort.restore_prefix(&bytes, letters).await), "runtime");
+        // Another engine version, written into the header.
+        let version = format!("\"engine\":\"{}\"", env!("CARGO_PKG_VERSION"));
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let at = text.find(&version).unwrap();
+        let mut older = bytes.clone();
+        older[at + 10] = b'9';
+        assert_eq!(field(b.restore_prefix(&older, letters).await), "engine");
+        // Another prompt, another mode, another instruction.
+        let chat = HeadStyle {
+            mode: Mode::Letters,
+            prompt: PromptStyle::Chat,
+        };
+        assert_eq!(
+            field(b.restore_prefix(&bytes, Some((&rubric(), chat))).await),
+            "prompt"
+        );
+        let cloze = Some((&rubric(), style(Mode::Cloze)));
+        assert_eq!(field(b.restore_prefix(&bytes, cloze).await), "mode");
+        let told = PrefixSpec {
+            instruction: Some("Answer with care.".into()),
+            examples: examples(),
+        };
+        let other_text = Some((&told, style(Mode::Letters)));
+        assert_eq!(field(b.restore_prefix(&bytes, other_text).await), "ids");
+        // Truncated: refused by its size before anything is allocated.
+        let err = b
+            .restore_prefix(&bytes[..bytes.len() - 100], letters)
+            .await
+            .unwrap_err();
+        assert_eq!(err.info().field.as_deref(), Some("bytes"), "{err}");
+        assert_eq!(err.info().limit, Some(bytes.len()));
+        // One byte of the past changed.
+        let mut altered = bytes.clone();
+        let mid = bytes.len() - 1000;
+        altered[mid] ^= 1;
+        assert_eq!(field(b.restore_prefix(&altered, letters).await), "checksum");
+        // Not a kept prefix at all.
+        assert_eq!(field(b.restore_prefix(b"{}", letters).await), "format");
+        // After every refusal the engine restores the good bytes and scores.
+        let q = b.restore_prefix(&bytes, letters).await.unwrap();
+        still(&mut b, q, &c).await;
+        // An engine loaded without file hashes keeps nothing.
+        let mut bare_engine =
+            readout::open_host_engine(&model_path(common::Q4), &host(RuntimeKind::Own)).unwrap();
+        let err = bare_engine.export_prefix(p).await.unwrap_err();
+        assert_eq!(err.info().code, "prefix_unkeyed", "{err}");
+    });
+}

@@ -11,7 +11,7 @@ use readout::export::onnx_pb::{
     dtype, Dimension, TensorShapeProto, TypeProto, TypeTensor, ValueInfoProto,
 };
 use readout::runtime::native::{NativeKv, NativeRuntime};
-use readout::runtime::{RunOutput, Runtime, RuntimeError, Signature, Step};
+use readout::runtime::{KvImage, KvView, RunOutput, Runtime, RuntimeError, Signature, Step};
 use readout::{open_engine, ModelDir};
 use readout::{Engine, ModelAssets, ScoreOptions};
 
@@ -66,6 +66,12 @@ impl Runtime for Faulty {
     }
     fn release(&mut self, kv: NativeKv) {
         self.0.release(kv)
+    }
+    async fn export_kv(&mut self, kv: &NativeKv) -> Result<KvImage, RuntimeError> {
+        self.0.export_kv(kv).await
+    }
+    async fn import_kv(&mut self, view: &KvView<'_>) -> Result<NativeKv, RuntimeError> {
+        self.0.import_kv(view).await
     }
     fn bytes_read_back(&self) -> u64 {
         self.0.bytes_read_back()

@@ -33,6 +33,9 @@ pub(super) struct Files {
     /// The entry's default readout (models.json), when it names one.
     pub(super) readout: Option<crate::core::spec::mode::ReadoutChoice>,
     pub(super) listed: Vec<LoadedFile>,
+    /// The catalog's sha256 of every file, hashed together: what a kept
+    /// prefix is keyed by (`None` for a folder, whose files have no hashes).
+    pub(super) model_key: Option<String>,
 }
 
 impl Files {
@@ -49,6 +52,7 @@ impl Files {
             tokenizer_config: None,
             readout: None,
             listed: vec![],
+            model_key: None,
         }
     }
 }
@@ -176,7 +180,19 @@ pub(super) async fn entry_files(
             problem: "config and tokenizer files are required",
         });
     }
+    f.model_key = Some(model_key(entry));
     Ok(f)
+}
+
+/// Every file's role and checked sha256, hashed together: the same files
+/// give the same key wherever they are served from.
+fn model_key(entry: &Entry) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for file in &entry.files {
+        h.update(format!("{}\0{}\0{}\n", file.role, file.bytes, file.sha256).as_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A directory's files. It has no catalog to give sizes first, so each

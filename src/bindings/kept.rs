@@ -79,7 +79,7 @@ pub struct Keeper {
 
 /// A call into `js/store.js` (it may throw, or return a promise that
 /// rejects), awaited; an error is its message.
-async fn settle(call: Result<Promise, JsValue>) -> Result<JsValue, String> {
+pub(super) async fn settle(call: Result<Promise, JsValue>) -> Result<JsValue, String> {
     let p = call.map_err(|e| JsFailure::from_js(&e).to_string())?;
     await_js(p.into()).await.map_err(|e| e.to_string())
 }

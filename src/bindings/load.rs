@@ -111,6 +111,9 @@ pub async fn load(
         r => r?,
     };
     let mut engine = Engine::new(built.runtime, files.assets(&choice.model)).await?;
+    if let Some(key) = &files.model_key {
+        engine.set_model_key(key.clone());
+    }
     if let Some(d) = files.readout {
         engine
             .set_readout_defaults(

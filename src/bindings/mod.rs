@@ -18,6 +18,7 @@ mod error;
 mod fetch;
 mod files;
 mod kept;
+mod kept_prefix;
 mod limits;
 mod load;
 mod options;
@@ -31,7 +32,7 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use futures_util::lock::Mutex;
-use js_sys::{Function, Promise};
+use js_sys::{Function, Promise, Uint8Array};
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::future_to_promise;
@@ -177,25 +178,89 @@ impl Engine {
     }
 
     /// Prefills a shared prefix (a rubric's instruction and worked
-    /// examples) once; states built on it run only their evidence.
+    /// examples) once; states built on it run only their evidence. With
+    /// `keep: true` it is restored from the browser's storage when a copy
+    /// this engine accepts is there, and stored after its prefill otherwise
+    /// (`prefix.storage` says which, and why).
     #[wasm_bindgen(unchecked_return_type = "Promise<Prefix>")]
     pub fn prefix(
         &self,
         #[wasm_bindgen(unchecked_param_type = "PrefixInput")] spec: JsValue,
-        #[wasm_bindgen(unchecked_optional_param_type = "PrefillOptions")] options: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "PrefixOptions")] options: JsValue,
     ) -> Promise {
         let shared = self.shared.clone();
         future_to_promise(async move {
             let spec: PrefixSpec = fixture_from_js(spec, "prefix")?;
-            let (prompt, mode) = prefill_options(&options)?;
+            let (prompt, mode, keep) = options::prefix_options(&options)?;
+            let style = shared
+                .with(async |e| Ok(e.readout_defaults().head_style(prompt, mode)))
+                .await?;
+            if keep {
+                let entry = shared.report.borrow().model.clone();
+                let (id, tokens, storage) =
+                    kept_prefix::kept_prefix(&shared, &entry, &spec, style, &now).await?;
+                return Ok(Prefix {
+                    shared,
+                    id,
+                    tokens,
+                    storage: Some(storage),
+                }
+                .into());
+            }
             let (id, tokens) = shared
                 .with(async |e| {
-                    let style = e.readout_defaults().head_style(prompt, mode);
                     let id = e.prefix(&spec, style).await?;
                     Ok((id, e.prefix_tokens(id)?))
                 })
                 .await?;
-            Ok(Prefix { shared, id, tokens }.into())
+            Ok(Prefix {
+                shared,
+                id,
+                tokens,
+                storage: None,
+            }
+            .into())
+        })
+    }
+
+    /// A prefix from bytes `prefix.save()` wrote, on this engine or one
+    /// loaded later from the same models.json files. Given `spec` (and
+    /// `options`), the prefix they would prefill must be the stored one.
+    /// Refused with `stale_prefix`, naming the field that differs, when the
+    /// bytes come from another model, engine, runtime or prompt, or were
+    /// truncated or altered.
+    #[wasm_bindgen(js_name = restorePrefix, unchecked_return_type = "Promise<Prefix>")]
+    pub fn restore_prefix(
+        &self,
+        bytes: Uint8Array,
+        #[wasm_bindgen(unchecked_optional_param_type = "PrefixInput")] spec: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "PrefillOptions")] options: JsValue,
+    ) -> Promise {
+        let shared = self.shared.clone();
+        future_to_promise(async move {
+            let spec: Option<PrefixSpec> = if spec.is_undefined() || spec.is_null() {
+                None
+            } else {
+                Some(fixture_from_js(spec, "prefix")?)
+            };
+            let (prompt, mode) = prefill_options(&options)?;
+            let bytes = bytes.to_vec();
+            let (id, tokens) = shared
+                .with(async |e| {
+                    let style = e.readout_defaults().head_style(prompt, mode);
+                    let id = e
+                        .restore_prefix(&bytes, spec.as_ref().map(|s| (s, style)))
+                        .await?;
+                    Ok((id, e.prefix_tokens(id)?))
+                })
+                .await?;
+            Ok(Prefix {
+                shared,
+                id,
+                tokens,
+                storage: None,
+            }
+            .into())
         })
     }
 
@@ -263,6 +328,7 @@ pub struct Prefix {
     shared: Rc<Shared>,
     id: PrefixId,
     tokens: usize,
+    storage: Option<kept_prefix::PrefixStorage>,
 }
 
 #[wasm_bindgen]
@@ -290,6 +356,27 @@ impl Prefix {
                 })
                 .await?;
             Ok(State::new(shared, id, tokens).into())
+        })
+    }
+
+    /// Where a prefix made with `keep: true` came from (`from`: "storage"
+    /// or "prefill"), whether it is stored now, and why not; null otherwise.
+    #[wasm_bindgen(getter, unchecked_return_type = "PrefixStorage | null")]
+    pub fn storage(&self) -> Result<JsValue, JsValue> {
+        match &self.storage {
+            Some(s) => to_js(s),
+            None => Ok(JsValue::NULL),
+        }
+    }
+
+    /// The prefix's past and key as bytes, for `engine.restorePrefix` in a
+    /// later visit (kept wherever the page keeps bytes).
+    #[wasm_bindgen(unchecked_return_type = "Promise<Uint8Array>")]
+    pub fn save(&self) -> Promise {
+        let (shared, id) = (self.shared.clone(), self.id);
+        future_to_promise(async move {
+            let bytes = shared.with(async |e| e.export_prefix(id).await).await?;
+            Ok(Uint8Array::from(bytes.as_slice()).into())
         })
     }
 

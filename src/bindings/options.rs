@@ -146,6 +146,7 @@ pub(super) struct JsScoreOptions {
 pub(super) const SCORE_OPTION_FIELDS: &[&str] =
     &["debias", "allowedMass", "mode", "clozeScore", "calibration"];
 pub(super) const PREFILL_OPTION_FIELDS: &[&str] = &["prompt", "mode"];
+pub(super) const PREFIX_OPTION_FIELDS: &[&str] = &["prompt", "mode", "keep"];
 
 /// A string option parsed by the engine type's own names; anything else is
 /// refused naming the field and the values it takes.
@@ -234,6 +235,35 @@ impl JsScoreOptions {
 
 /// `{ prompt }` for a prefill; `None`: the engine's default.
 /// The prefill's options: what was given of the prompt style and the mode.
+/// `engine.prefix`'s options: a prefill's, and `keep` (store it across
+/// visits and restore it from there; off unless asked).
+pub(super) fn prefix_options(
+    v: &JsValue,
+) -> Result<(Option<PromptStyle>, Option<Mode>, bool), JsValue> {
+    if v.is_undefined() || v.is_null() {
+        return Ok((None, None, false));
+    }
+    options_object(v, "options", "{ mode: \"letters\", keep: true }")?;
+    known_keys(v, "options", PREFIX_OPTION_FIELDS)?;
+    let keep = get(v, "keep");
+    let keep = match keep.as_bool() {
+        Some(b) => b,
+        None if keep.is_undefined() || keep.is_null() => false,
+        None => {
+            return Err(refuse(
+                "keep: must be true or false",
+                "invalid_option",
+                "keep",
+            ))
+        }
+    };
+    Ok((
+        enum_field(v, "prompt", "\"plain\", \"chat\"")?,
+        enum_field(v, "mode", "\"letters\", \"cloze\"")?,
+        keep,
+    ))
+}
+
 pub(super) fn prefill_options(v: &JsValue) -> Result<(Option<PromptStyle>, Option<Mode>), JsValue> {
     if v.is_undefined() || v.is_null() {
         return Ok((None, None));

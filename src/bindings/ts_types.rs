@@ -58,6 +58,25 @@ export interface ScoreOptions {
  *  which picks the default instruction when the state has none (a letters
  *  head asks for a letter, a cloze head for the answer); default: the model's. */
 export interface PrefillOptions { prompt?: "plain" | "chat"; mode?: "letters" | "cloze"; }
+/** `engine.prefix`'s options: a prefill's, and `keep`: restore the prefix from
+ *  the browser's storage when a copy this engine accepts is there, and store it
+ *  after its prefill otherwise (models.json entries only; default false). */
+export interface PrefixOptions extends PrefillOptions { keep?: boolean; }
+/** `prefix.storage` of a prefix made with `keep: true`. */
+export interface PrefixStorage {
+  /** "storage": restored, no prefill ran; "prefill": computed here. */
+  from: "storage" | "prefill";
+  /** Whether a copy is in storage now. */
+  kept: boolean;
+  /** Why it was not restored or not stored: none stored yet, a stored copy refused (its stale_prefix field), storage unavailable. */
+  why: string | null;
+  /** The stored copy's bytes (0 when none). */
+  bytes: number;
+  /** Time to restore it (read, check, import), or to prefill it. */
+  ms: number;
+  /** Its name in `stored()`'s list, under the model's entry. */
+  file: string | null;
+}
 /** Every refusal is an Error carrying these: branch on `code`, not on the message. */
 export interface ReadoutError extends Error {
   /** A stable snake_case name, e.g. "too_many_options", "mode_needs_stock_graph", "unknown_field". */

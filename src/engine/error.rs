@@ -43,6 +43,17 @@ pub enum EngineError {
         model: String,
         graph: &'static str,
     },
+    /// A kept prefix this engine will not use: made by another model,
+    /// engine, runtime or prompt, or damaged since.
+    #[error("stored prefix refused at {field}: {reason}")]
+    StalePrefix {
+        field: &'static str,
+        reason: String,
+        limit: Option<usize>,
+    },
+    /// A prefix is kept under its model's file hashes; this load has none.
+    #[error("a prefix is kept under its model files' sha256, and this engine has none (a model folder's files are not hashed; load a models.json entry)")]
+    PrefixUnkeyed,
     #[error("{field} {value:?}: {reason}")]
     InvalidOption {
         field: &'static str,
@@ -86,6 +97,14 @@ impl EngineError {
             Self::TokenBoundary { what, at } => I::new("token_boundary").field(*what).limit(*at),
             Self::ModeNeedsStockGraph { .. } => I::new("mode_needs_stock_graph").field("mode"),
             Self::InvalidOption { field, .. } => I::new("invalid_option").field(*field),
+            Self::StalePrefix { field, limit, .. } => {
+                let i = I::new("stale_prefix").field(*field);
+                match limit {
+                    Some(l) => i.limit(*l),
+                    None => i,
+                }
+            }
+            Self::PrefixUnkeyed => I::new("prefix_unkeyed").field("model"),
             Self::LetterNotKept { .. } => I::new("letter_not_kept").field("options"),
             Self::EmptyRun { .. } => I::new("empty_run"),
             Self::TargetsOverTokens { tokens, .. } => I::new("targets_over_tokens").limit(*tokens),

@@ -6,8 +6,10 @@ mod chunk;
 mod cloze;
 pub mod convention;
 mod error;
+mod kept_prefixes;
 pub mod letter_ids;
 mod letters;
+mod prefix_image;
 mod prefixes;
 pub mod proof;
 mod score;
@@ -148,6 +150,9 @@ pub struct Engine<R: Runtime> {
     baselines_computed: u64,
     defaults: ReadoutChoice,
     defaults_from: String,
+    /// The model's files as the loader keys them (their sha256s), which a
+    /// kept prefix is stored under; `None` when the loader has no hashes.
+    model_key: Option<String>,
 }
 
 impl<R: Runtime> Engine<R> {
@@ -205,6 +210,7 @@ impl<R: Runtime> Engine<R> {
             baselines_computed: 0,
             defaults: ReadoutChoice::default(),
             defaults_from: DEFAULTS_BY_RULE.to_string(),
+            model_key: None,
         })
     }
 

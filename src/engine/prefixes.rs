@@ -16,10 +16,10 @@ pub struct PrefixId(pub u64);
 
 pub(super) struct LivePrefix<K> {
     pub(super) kv: K,
-    ids: Vec<u32>,
+    pub(super) ids: Vec<u32>,
     /// The body before every child's evidence (`render_before`).
-    before: String,
-    prompt: PromptStyle,
+    pub(super) before: String,
+    pub(super) style: HeadStyle,
     /// Live states built on it: it may not go before they do.
     pub(super) children: usize,
 }
@@ -32,6 +32,41 @@ impl<R: Runtime> Engine<R> {
         spec: &PrefixSpec,
         style: HeadStyle,
     ) -> Result<PrefixId, EngineError> {
+        let (before, ids) = self.prefix_text(spec, style)?;
+        let (conv, limit) = (self.proof.convention, self.proof.run_limit);
+        let kv = chunk::extend(&mut self.runtime, conv, limit, None, &ids).await?;
+        Ok(self.add_prefix(kv, ids, before, style))
+    }
+
+    pub(super) fn add_prefix(
+        &mut self,
+        kv: R::Kv,
+        ids: Vec<u32>,
+        before: String,
+        style: HeadStyle,
+    ) -> PrefixId {
+        let id = PrefixId(self.next_prefix);
+        self.next_prefix += 1;
+        self.prefixes.insert(
+            id,
+            LivePrefix {
+                kv,
+                ids,
+                before,
+                style,
+                children: 0,
+            },
+        );
+        id
+    }
+
+    /// The text before every state's evidence and its ids, for `spec` in
+    /// `style`; refused when no evidence would fit after it.
+    pub(super) fn prefix_text(
+        &self,
+        spec: &PrefixSpec,
+        style: HeadStyle,
+    ) -> Result<(String, Vec<u32>), EngineError> {
         let instruction = spec
             .instruction
             .clone()
@@ -52,21 +87,7 @@ impl<R: Runtime> Engine<R> {
             .encode(&self.head_text(&before, style.prompt)?)?;
         // Room for at least one token of evidence after it.
         self.check_context("prefix", ids.len() + 1)?;
-        let (conv, limit) = (self.proof.convention, self.proof.run_limit);
-        let kv = chunk::extend(&mut self.runtime, conv, limit, None, &ids).await?;
-        let id = PrefixId(self.next_prefix);
-        self.next_prefix += 1;
-        self.prefixes.insert(
-            id,
-            LivePrefix {
-                kv,
-                ids,
-                before,
-                prompt: style.prompt,
-                children: 0,
-            },
-        );
-        Ok(id)
+        Ok((before, ids))
     }
 
     /// A state whose head is `prefix`'s text then `state`'s evidence,
@@ -92,7 +113,7 @@ impl<R: Runtime> Engine<R> {
             body: head_after(&p.before, &state.evidence),
             before: p.before.clone(),
             evidence: state.evidence.clone(),
-            prompt: p.prompt,
+            prompt: p.style.prompt,
         };
         let ids = self
             .tokenizer
@@ -213,7 +234,7 @@ impl<R: Runtime> Engine<R> {
 }
 
 /// The first index at which `known` is not `whole`'s prefix.
-fn first_difference(known: &[u32], whole: &[u32]) -> usize {
+pub(super) fn first_difference(known: &[u32], whole: &[u32]) -> usize {
     known
         .iter()
         .zip(whole)

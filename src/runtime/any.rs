@@ -5,8 +5,8 @@
 
 use super::own::{OwnKv, OwnRuntime};
 use super::{
-    Branch, Gathered, PackBudget, ReadSpec, RowRead, RunOutput, Runtime, RuntimeError, Signature,
-    Step,
+    Branch, Dtype, Gathered, KvImage, KvView, PackBudget, ReadSpec, RowRead, RunOutput, Runtime,
+    RuntimeError, Signature, Step,
 };
 use crate::core::read::logits::Logits;
 
@@ -193,6 +193,35 @@ impl<O: Runtime> Runtime for AnyRuntime<O> {
             (Self::Onnx(r), AnyKv::Onnx(k)) => r.kv_len(k),
             (Self::Own(r), AnyKv::Own(k)) => r.kv_len(k),
             _ => 0,
+        }
+    }
+
+    fn kv_origin(&self) -> String {
+        match self {
+            Self::Onnx(r) => r.kv_origin(),
+            Self::Own(r) => r.kv_origin(),
+        }
+    }
+
+    fn kv_dtype(&self) -> Dtype {
+        match self {
+            Self::Onnx(r) => r.kv_dtype(),
+            Self::Own(r) => r.kv_dtype(),
+        }
+    }
+
+    async fn export_kv(&mut self, kv: &Self::Kv) -> Result<KvImage, RuntimeError> {
+        match (self, kv) {
+            (Self::Onnx(r), AnyKv::Onnx(k)) => r.export_kv(k).await,
+            (Self::Own(r), AnyKv::Own(k)) => r.export_kv(k).await,
+            _ => Err(foreign()),
+        }
+    }
+
+    async fn import_kv(&mut self, view: &KvView<'_>) -> Result<Self::Kv, RuntimeError> {
+        match self {
+            Self::Onnx(r) => Ok(AnyKv::Onnx(r.import_kv(view).await?)),
+            Self::Own(r) => Ok(AnyKv::Own(r.import_kv(view).await?)),
         }
     }
 

@@ -8,6 +8,7 @@
 
 pub mod any;
 mod error;
+pub mod kv_image;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod native;
 pub mod own;
@@ -16,6 +17,7 @@ mod signature;
 pub mod web;
 
 pub use error::RuntimeError;
+pub use kv_image::{KvImage, KvView};
 
 use serde::Serialize;
 pub use signature::{Dtype, KvPair, Signature, HIDDEN_OUTPUT};
@@ -183,6 +185,24 @@ pub trait Runtime {
 
     /// Tokens held by a past.
     fn kv_len(&self, kv: &Self::Kv) -> usize;
+
+    /// The dtype this runtime holds a past in (what `export_kv` gives and
+    /// `import_kv` takes).
+    fn kv_dtype(&self) -> Dtype {
+        self.signature().kv_dtype
+    }
+
+    /// What computed a past, as a kept prefix records it: another runtime,
+    /// or one whose settings change the bits, computes another past.
+    fn kv_origin(&self) -> String {
+        self.describe()
+    }
+
+    /// Copies a past to the host (a kept prefix's bytes).
+    async fn export_kv(&mut self, kv: &Self::Kv) -> Result<KvImage, RuntimeError>;
+
+    /// A past from host bytes, equal bit for bit to the one exported.
+    async fn import_kv(&mut self, view: &KvView<'_>) -> Result<Self::Kv, RuntimeError>;
 
     /// Tensors held by a past (what a live-tensor count counts).
     fn kv_tensors(&self, kv: &Self::Kv) -> usize {

@@ -17,6 +17,8 @@ mod tensors;
 use self::library::environment;
 pub use self::library::find_library;
 use self::tensors::{dtype_of, i64_tensor, take_logits};
+use super::kv_image::{f32_from_le, f32_to_le, u16_from_le, u16_to_le};
+use super::{KvImage, KvView};
 
 /// A past natively: one tensor per `past_key_values.*` input, in signature order.
 pub struct NativeKv {
@@ -308,6 +310,61 @@ impl Runtime for NativeRuntime {
 
     fn kv_tensors(&self, kv: &NativeKv) -> usize {
         kv.values.len()
+    }
+
+    fn kv_origin(&self) -> String {
+        "onnxruntime 1.30 (native, CPU)".into()
+    }
+
+    async fn export_kv(&mut self, kv: &NativeKv) -> Result<KvImage, RuntimeError> {
+        let dtype = self.signature.kv_dtype;
+        let tensors = kv
+            .values
+            .iter()
+            .map(|v| match dtype {
+                Dtype::F32 => Ok(f32_to_le(v.try_extract_tensor::<f32>().map_err(run_err)?.1)),
+                Dtype::F16 => {
+                    let (_, d) = v.try_extract_tensor::<f16>().map_err(run_err)?;
+                    Ok(u16_to_le(
+                        &d.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+                    ))
+                }
+            })
+            .collect::<Result<_, RuntimeError>>()?;
+        Ok(KvImage {
+            dtype,
+            len: kv.len,
+            tensors,
+        })
+    }
+
+    async fn import_kv(&mut self, view: &KvView<'_>) -> Result<NativeKv, RuntimeError> {
+        let dtype = self.signature.kv_dtype;
+        let dims = view.check(&self.signature, dtype)?;
+        let values = view
+            .tensors
+            .iter()
+            .map(|b| {
+                Ok(match dtype {
+                    Dtype::F32 => Tensor::<f32>::from_array((dims, f32_from_le(b)))
+                        .map_err(run_err)?
+                        .into_dyn(),
+                    Dtype::F16 => {
+                        let bits = u16_from_le(b)
+                            .into_iter()
+                            .map(f16::from_bits)
+                            .collect::<Vec<_>>();
+                        Tensor::<f16>::from_array((dims, bits))
+                            .map_err(run_err)?
+                            .into_dyn()
+                    }
+                })
+            })
+            .collect::<Result<_, RuntimeError>>()?;
+        Ok(NativeKv {
+            values,
+            len: view.len,
+        })
     }
 
     fn release(&mut self, kv: NativeKv) {

@@ -42,3 +42,23 @@ export function compare(browser, native) {
   }
   return { worst, changed };
 }
+
+/**
+ * A page of the harness in `context` (a browser context of its own has its
+ * own storage, kept across the page's reloads), with its console in `log`.
+ */
+export async function visit(ctx, context) {
+  const page = await context.newPage();
+  const log = [];
+  page.on("console", (m) => log.push(m.text()));
+  page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
+  await page.goto(`${ctx.base}/scripts/harness.html`);
+  await page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
+  return { page, log };
+}
+
+/** Reloads a harness page: a later visit, with the same storage. */
+export async function revisit(page) {
+  await page.reload();
+  await page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
+}

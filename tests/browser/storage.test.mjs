@@ -8,7 +8,7 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { countSent } from "../../scripts/serve.mjs";
-import { fixture, ORT_BASE, start, TINY } from "./lib.mjs";
+import { fixture, ORT_BASE, revisit, start, TINY, visit as visitIn } from "./lib.mjs";
 import { loadAndScore } from "./storage_calls.mjs";
 
 const STATES = fixture().slice(0, 2);
@@ -23,14 +23,8 @@ after(() => ctx?.close());
 
 /** A page in a browser context of its own (its own storage), and the model bytes the server sent it. */
 async function visit(context) {
-  const page = await context.newPage();
-  const log = [];
   fetched.bytes = 0;
-  page.on("console", (m) => log.push(m.text()));
-  page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
-  await page.goto(`${ctx.base}/scripts/harness.html`);
-  await page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
-  return { page, log, fetched };
+  return { ...(await visitIn(ctx, context)), fetched };
 }
 
 /** In the page: every file under the engine's folder (names as stored), with sizes. */
@@ -56,8 +50,7 @@ for (const backend of ["cpu", "wasm"]) {
       const v = await visit(context);
       const first = await v.page.evaluate(loadAndScore, { source, backend, ORT_BASE, STATES });
       const firstNet = v.fetched.bytes;
-      await v.page.reload();
-      await v.page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
+      await revisit(v.page);
       v.fetched.bytes = 0;
       const second = await v.page.evaluate(loadAndScore, { source, backend, ORT_BASE, STATES });
       const total = first.storage.bytesDownloaded;

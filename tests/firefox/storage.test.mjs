@@ -2,13 +2,16 @@
 // system): after a reload, the second load of a models.json entry reads
 // every file from storage, fetches no model byte (counted by the server),
 // and decides bit for bit as the first; a stored file with a byte changed
-// is noticed, named and downloaded again.
+// is noticed, named and downloaded again; a rubric prefix kept on one
+// visit is restored after a reload and decides bit for bit as the first
+// visit's fresh prefill.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { launchFirefox } from "../../scripts/firefox.mjs";
 import { countSent, serve } from "../../scripts/serve.mjs";
 import { fixture, TINY } from "../browser/lib.mjs";
 import { loadAndScore } from "../browser/storage_calls.mjs";
+import { keptRun, PREFIX } from "../browser/kept_prefix_calls.mjs";
 
 const STATES = fixture().slice(0, 2);
 let server, base, sent;
@@ -60,6 +63,35 @@ test("Firefox: a reload's load reads the model from storage (0 bytes from the ne
     assert.deepEqual(third.storage.refetched.map((r) => r.file), [flipped]);
     assert.deepEqual(third.probs, first.probs);
     console.log(`# Firefox: ${second.storage.bytesFromStorage} bytes from storage (hashing ${second.storage.hashMs.toFixed(1)} ms), 0 from the network; ${flipped} altered: ${third.storage.refetched[0].why}`);
+  } catch (e) {
+    e.message += `\n${log.slice(-15).join("\n")}`;
+    throw e;
+  } finally {
+    await browser.close();
+  }
+});
+
+test("Firefox: a prefix kept on one visit is restored after a reload without a prefill, and decides bit for bit as the first visit's fresh one", async () => {
+  const browser = await launchFirefox();
+  const log = [];
+  try {
+    const page = await browser.newPage();
+    page.on("console", (m) => log.push(m.text()));
+    const open = async () => {
+      await page.goto(`${base}/scripts/harness.html`);
+      await page.waitForFunction(() => window.harnessReady, { timeout: 120_000 });
+    };
+    const args = { source: `/models.json#${TINY}`, backend: "cpu", PREFIX, STATES, n: 2 };
+    await open();
+    const first = await page.evaluate(keptRun, args);
+    await open();
+    const second = await page.evaluate(keptRun, args);
+    assert.equal(first.storage.from, "prefill", JSON.stringify(first.storage));
+    assert.equal(first.storage.kept, true, first.storage.why);
+    assert.equal(second.storage.from, "storage", JSON.stringify(second.storage));
+    assert.ok(second.probs.length > 0);
+    assert.deepEqual(second.probs, first.probs);
+    console.log(`# Firefox: ${first.tokens}-token prefix, ${first.storage.bytes} bytes; prefill ${first.storage.ms.toFixed(0)} ms, restore ${second.storage.ms.toFixed(0)} ms; decisions equal`);
   } catch (e) {
     e.message += `\n${log.slice(-15).join("\n")}`;
     throw e;

@@ -49,6 +49,14 @@ export async function usage(): Promise<number> {
   await onRubric.extend("A reminder was sent on 4 March.");
   const grown: number = onRubric.tokens + rubric.tokens;
   await onRubric.dispose();
+  // Kept across visits: restored from storage, or from bytes the page keeps.
+  const kept: Prefix = await engine.prefix({ instruction: "Judge." }, { keep: true });
+  const from: "storage" | "prefill" | undefined = kept.storage?.from;
+  const saved: Uint8Array = await rubric.save();
+  const again: Prefix = await engine.restorePrefix(saved, { instruction: "Judge." }, { mode: "cloze" });
+  // @ts-expect-error: keep is a boolean
+  await engine.prefix({ instruction: "Judge." }, { keep: "yes" });
+  console.log(from, again.tokens);
   await rubric.dispose();
   const criterion = {
     id: "paid",
@@ -144,6 +152,10 @@ export async function inWorker(): Promise<number> {
   const d: Decision = await state.score(c, { mode: "cloze" });
   const rubric: worker.Prefix = await engine.prefix({ instruction: "Judge." });
   const on: worker.State = await rubric.prefill({ evidence: "y" });
+  const bytes: Uint8Array = await rubric.save();
+  const back: worker.Prefix = await engine.restorePrefix(bytes, { instruction: "Judge." });
+  const whence: "storage" | "prefill" | undefined = (await engine.prefix({ instruction: "Judge." }, { keep: true })).storage?.from;
+  console.log(back.tokens, whence);
   const l: Limits = await worker.limits();
   const n: number = await worker.defaultThreads(8, true);
   // @ts-expect-error: a build by name only

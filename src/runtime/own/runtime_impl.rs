@@ -2,6 +2,9 @@
 //! branches and the bookkeeping the engine reads.
 
 use super::*;
+use crate::kernels::tensor::Data;
+use crate::runtime::kv_image::{f32_from_le, f32_to_le};
+use crate::runtime::{KvImage, KvView};
 
 impl Runtime for OwnRuntime {
     type Kv = OwnKv;
@@ -118,6 +121,56 @@ impl Runtime for OwnRuntime {
 
     fn kv_tensors(&self, kv: &OwnKv) -> usize {
         kv.values.len()
+    }
+
+    /// Float32 whatever the graph's past dtype: the interpreter computes
+    /// attention in float32 and keeps what it computed.
+    fn kv_dtype(&self) -> Dtype {
+        Dtype::F32
+    }
+
+    /// The kernels give the same bits on every build and thread count (the
+    /// builds are tested against each other); the activations' precision
+    /// changes them.
+    fn kv_origin(&self) -> String {
+        format!(
+            "readout kernels, {} activations",
+            match self.info().precision {
+                Precision::F32 => "float32",
+                Precision::Int8 => "int8",
+            }
+        )
+    }
+
+    async fn export_kv(&mut self, kv: &OwnKv) -> Result<KvImage, RuntimeError> {
+        let tensors = kv
+            .values
+            .iter()
+            .map(|v| match &v.data {
+                Data::F32(d) => Ok(f32_to_le(d)),
+                _ => Err(RuntimeError::Run(
+                    "a past tensor that is not float32".into(),
+                )),
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(KvImage {
+            dtype: Dtype::F32,
+            len: kv.len,
+            tensors,
+        })
+    }
+
+    async fn import_kv(&mut self, view: &KvView<'_>) -> Result<OwnKv, RuntimeError> {
+        let dims = view.check(&self.signature, Dtype::F32)?;
+        let values = view
+            .tensors
+            .iter()
+            .map(|b| Value::f32(dims.to_vec(), f32_from_le(b)))
+            .collect();
+        Ok(OwnKv {
+            values,
+            len: view.len,
+        })
     }
 
     fn release(&mut self, kv: OwnKv) {

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::platform::js;
+use crate::runtime::{KvImage, KvView};
 
 impl Runtime for WebRuntime {
     type Kv = WebKv;
@@ -187,6 +188,59 @@ impl Runtime for WebRuntime {
 
     fn kv_tensors(&self, kv: &WebKv) -> usize {
         kv.tensors.len()
+    }
+
+    fn kv_origin(&self) -> String {
+        match self.backend {
+            Backend::WebGpu => "onnxruntime-web 1.30 (WebGPU)".into(),
+            Backend::Wasm => "onnxruntime-web 1.30 (WASM)".into(),
+        }
+    }
+
+    async fn export_kv(&mut self, kv: &WebKv) -> Result<KvImage, RuntimeError> {
+        let mut tensors = Vec::with_capacity(kv.tensors.len());
+        for t in &kv.tensors {
+            let host = self.unless_lost(t.data()).await?.map_err(run_err)?;
+            let view = host.unchecked_ref::<js_sys::Uint8Array>();
+            let bytes = js_sys::Uint8Array::new_with_byte_offset_and_length(
+                &view.buffer(),
+                view.byte_offset(),
+                view.byte_length(),
+            );
+            tensors.push(bytes.to_vec());
+        }
+        Ok(KvImage {
+            dtype: self.signature.kv_dtype,
+            len: kv.len,
+            tensors,
+        })
+    }
+
+    /// Host tensors, also on WebGPU: onnxruntime-web uploads a host past
+    /// when a run is given one, and the states built on it get GPU presents.
+    async fn import_kv(&mut self, view: &KvView<'_>) -> Result<WebKv, RuntimeError> {
+        let dtype = self.signature.kv_dtype;
+        let dims = view.check(&self.signature, dtype)?;
+        let mut tensors = Vec::with_capacity(view.tensors.len());
+        for b in &view.tensors {
+            let buf = js_sys::Uint8Array::from(*b).buffer();
+            let data: JsValue = match dtype {
+                Dtype::F32 => js_sys::Float32Array::new(&buf).into(),
+                Dtype::F16 => js_sys::Uint16Array::new(&buf).into(),
+            };
+            match self.ort.tensor(dtype.name(), &data, &dims) {
+                Ok(t) => tensors.push(t),
+                Err(e) => {
+                    tensors.iter().for_each(Tensor::dispose);
+                    return Err(run_err(e));
+                }
+            }
+        }
+        self.live.set(self.live.get() + tensors.len());
+        Ok(WebKv {
+            tensors,
+            len: view.len,
+        })
     }
 
     fn release(&mut self, kv: WebKv) {
