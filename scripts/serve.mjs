@@ -3,7 +3,10 @@
 // onnxruntime-web's WASM backend and our threaded build can use threads;
 // under /plain/ the same files come without them, and under /noworkers/
 // with them and a Content-Security-Policy that forbids Web Workers (the
-// test of a threaded build whose workers cannot start).
+// test of a threaded build whose workers cannot start). Every file has an
+// ETag and a Last-Modified, and a request whose If-None-Match is the file's
+// ETag is answered 304 with no body (what a model folder's kept files are
+// checked against).
 //   node scripts/serve.mjs [port]      (prints the URL)
 import { createServer } from "node:http";
 import { createReadStream, statSync } from "node:fs";
@@ -55,7 +58,14 @@ export function serve(port = 0, root = ROOT) {
       ? {}
       : { "Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp" };
     if (noWorkers) isolate["Content-Security-Policy"] = "worker-src 'none'";
+    const etag = `"${st.size.toString(16)}-${Math.floor(st.mtimeMs).toString(16)}"`;
+    const validators = { ETag: etag, "Last-Modified": st.mtime.toUTCString() };
+    if (req.headers["if-none-match"] === etag) {
+      res.writeHead(304, { ...validators, ...isolate, "Cross-Origin-Resource-Policy": "same-origin", "Cache-Control": "no-store" });
+      return res.end();
+    }
     res.writeHead(200, {
+      ...validators,
       "Content-Type": TYPES[extname(file)] ?? "application/octet-stream",
       "Content-Length": st.size,
       ...isolate,

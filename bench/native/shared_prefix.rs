@@ -19,6 +19,8 @@
 //! prefix (as a corpus on one rubric runs), instead of alternating; the
 //! result is written as `...-native-shared-prefix-blocks.json`.
 //! `--runtime ort|own`: that runtime only.
+//! `--texts-only`: write the texts and stop (what the browser runners read:
+//! bench/runners/shared_prefix.mjs, prefix_restore.mjs).
 //!
 //! `--profile whole|prefix`: our runtime only, one of the two paths only,
 //! and no result file: a run to put under `perf record`, so each path's
@@ -78,6 +80,7 @@ fn main() {
     let evidence_tokens = args.number("--evidence-tokens", 200);
     let threads = args.number("--threads", 2);
     let profile = args.text("--profile");
+    let texts_only = args.flag("--texts-only");
     let order = args.text("--order").unwrap_or_else(|| "alternate".into());
     assert!(
         order == "alternate" || order == "blocks",
@@ -126,6 +129,9 @@ fn main() {
             "evidence": docs.iter().map(|d| d.evidence.clone()).collect::<Vec<_>>(),
         });
         std::fs::write("target/shared-prefix-texts.json", texts.to_string()).expect("write texts");
+    }
+    if texts_only {
+        return;
     }
     let style = HeadStyle {
         mode: Mode::Letters,

@@ -27,6 +27,7 @@ const kind = (f) => {
     if (r.benchmark === "page-thread") return "page-thread";
     if (r.benchmark === "kept-files") return "kept-files";
     if (r.study === "storage-choice") return "storage-choice";
+    if (r.benchmark === "prefix_restore") return "prefix-restore";
   } catch {
     return "unreadable";
   }
@@ -255,6 +256,22 @@ if (kept.length) {
       x.rounds.forEach((y, i) => {
         out += `| ${x.browser} | ${i + 1} | ${y.first.load_ms.toFixed(0)} | ${y.first.network_bytes} | ${y.second.load_ms.toFixed(0)} | ${y.second.network_bytes} | ${(y.second.storage.bytesFromStorage / 1e6).toFixed(1)} | ${y.second.storage.hashMs.toFixed(0)} | ${(100 * y.hash_share_of_load).toFixed(1)} % |\n`;
       });
+    }
+    out += "\n";
+  }
+}
+const restores = by("prefix-restore");
+if (restores.length) {
+  out += `## Rubric prefixes kept across visits: restored against prefilled
+
+\`node bench/runners/prefix_restore.mjs\`: the shared-prefix benchmark's rubric prefilled with \`engine.prefix\`, then restored from \`prefix.save()\`'s bytes and from the browser's storage (\`keep: true\`: the stored file read, checked and imported), alternating in one page; a state on each decides bit for bit alike. Medians of the rounds; speedup: prefill ÷ restore from storage.
+
+`;
+  for (const f of restores) {
+    const r = JSON.parse(readFileSync(f, "utf8"));
+    out += `\`${f.split("/").pop()}\` (${r.model}, commit ${r.commit}):\n\n| backend | tokens | stored (MB) | prefill (ms) | restore from storage (ms) | speedup | restore from bytes (ms) | speedup from bytes | decisions equal |\n|---|---|---|---|---|---|---|---|---|\n`;
+    for (const x of r.results) {
+      out += `| ${x.backend}${x.emulated ? " (emulated)" : ""} | ${x.prefix_tokens} | ${(x.stored_bytes / 1e6).toFixed(1)} | ${x.median_prefill_ms.toFixed(0)} | ${x.median_restore_from_storage_ms.toFixed(1)} | ${x.speedup.toFixed(1)}× | ${x.median_restore_from_bytes_ms.toFixed(1)} | ${x.speedup_from_bytes.toFixed(1)}× | ${x.decisions_equal ? "yes" : "no"} |\n`;
     }
     out += "\n";
   }

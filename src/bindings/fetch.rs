@@ -175,10 +175,41 @@ pub async fn fetch(
     .map(Some)
 }
 
-/// A response's body, not yet read, and its `content-length`.
+/// A response's body, not yet read, its `content-length`, and the
+/// validators a kept copy is checked against later.
 pub struct Body {
     pub stream: JsValue,
     pub length: Option<f64>,
+    pub validators: Validators,
+}
+
+/// A response's `ETag` and `Last-Modified` (a cross-origin server must
+/// expose them with `Access-Control-Expose-Headers`).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Validators {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    #[serde(
+        default,
+        rename = "lastModified",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub last_modified: Option<String>,
+}
+
+impl Validators {
+    pub fn any(&self) -> bool {
+        self.etag.is_some() || self.last_modified.is_some()
+    }
+}
+
+/// What a request found.
+pub enum Opened {
+    /// 404, for an optional file.
+    Missing,
+    /// 304: the copy whose validators were sent is current.
+    NotModified,
+    Body(Body),
 }
 
 /// Requests `url` and checks the status and the announced length;
@@ -189,25 +220,49 @@ pub async fn open(
     optional: bool,
     size_check: SizeCheck<'_>,
 ) -> Result<Option<Body>, LoadError> {
+    match open_if(url, label, optional, size_check, None).await? {
+        Opened::Body(b) => Ok(Some(b)),
+        // Without validators a server has nothing to answer 304 to.
+        Opened::Missing | Opened::NotModified => Ok(None),
+    }
+}
+
+/// `open`, sending `since`'s validators (`If-None-Match`, else
+/// `If-Modified-Since`) so that a server answers 304 when a kept copy is current.
+pub async fn open_if(
+    url: &str,
+    label: &str,
+    optional: bool,
+    size_check: SizeCheck<'_>,
+    since: Option<&Validators>,
+) -> Result<Opened, LoadError> {
     let refuse = |problem: FetchProblem| LoadError::Fetch {
         file: label.to_string(),
         url: url.to_string(),
         problem,
     };
-    let resp = match await_js(call_page(
-        &js_sys::global(),
-        "fetch",
-        &[JsValue::from_str(url)],
-    )?)
-    .await
-    {
+    let mut args = vec![JsValue::from_str(url)];
+    let condition = since.and_then(|v| {
+        v.etag
+            .as_ref()
+            .map(|e| ("If-None-Match", e))
+            .or(v.last_modified.as_ref().map(|m| ("If-Modified-Since", m)))
+    });
+    if let Some((name, value)) = condition {
+        let headers = js_sys::Object::new();
+        let _ = Reflect::set(&headers, &name.into(), &value.as_str().into());
+        let init = js_sys::Object::new();
+        let _ = Reflect::set(&init, &"headers".into(), &headers);
+        args.push(init.into());
+    }
+    let resp = match await_js(call_page(&js_sys::global(), "fetch", &args)?).await {
         Ok(r) => r,
         // Deno answers a missing `file:` URL by rejecting ("No such file or
         // directory (os error 2)"), where a server answers 404: the same
         // absence, so an optional file is skipped the same way.
         Err(m) if url.starts_with("file:") && m.0.contains("(os error 2)") => {
             if optional {
-                return Ok(None);
+                return Ok(Opened::Missing);
             }
             return Err(refuse(FetchProblem::Http(404)));
         }
@@ -215,30 +270,36 @@ pub async fn open(
     };
     let status = get(&resp, "status").as_f64().unwrap_or(0.0) as u32;
     if status == 404 && optional {
-        return Ok(None);
+        return Ok(Opened::Missing);
+    }
+    if status == 304 && since.is_some() {
+        return Ok(Opened::NotModified);
     }
     if !get(&resp, "ok").is_truthy() {
         return Err(refuse(FetchProblem::Http(status)));
     }
-    let header = call(
-        &get(&resp, "headers"),
-        "get",
-        &[JsValue::from_str("content-length")],
-    )
-    .ok()
-    .and_then(|v| v.as_string())
-    .and_then(|s| s.parse::<f64>().ok());
+    let headers = get(&resp, "headers");
+    let header = |name: &str| {
+        call(&headers, "get", &[JsValue::from_str(name)])
+            .ok()
+            .and_then(|v| v.as_string())
+    };
+    let length = header("content-length").and_then(|s| s.parse::<f64>().ok());
     let body = get(&resp, "body");
-    if let Some(h) = header {
+    if let Some(h) = length {
         if let Err(e) = size_check(h as u64) {
             // Tell the server to stop sending; nothing was read.
             let _ = call(&body, "cancel", &[]);
             return Err(e);
         }
     }
-    Ok(Some(Body {
+    Ok(Opened::Body(Body {
         stream: body,
-        length: header,
+        length,
+        validators: Validators {
+            etag: header("etag"),
+            last_modified: header("last-modified"),
+        },
     }))
 }
 

@@ -3,7 +3,7 @@
 //! model directory (nothing to check them against).
 
 use super::error::{FetchProblem, LoadError};
-use super::fetch::{fetch, resolve, Progress, Source};
+use super::fetch::{resolve, Progress, Source};
 use super::kept::Keeper;
 use crate::core::model::backend_choice::{Choice, Chosen, Gpu};
 use crate::core::model::models_json::Entry;
@@ -180,17 +180,24 @@ pub(super) async fn entry_files(
             problem: "config and tokenizer files are required",
         });
     }
-    f.model_key = Some(model_key(entry));
+    f.model_key =
+        Some(model_key(entry.files.iter().map(|file| {
+            (file.role.as_str(), file.bytes, file.sha256.as_str())
+        })));
     Ok(f)
 }
 
-/// Every file's role and checked sha256, hashed together: the same files
-/// give the same key wherever they are served from.
-fn model_key(entry: &Entry) -> String {
+/// Every file's role, size and sha256, hashed together: what a kept prefix
+/// is keyed by. The same files give the same key wherever they are served
+/// from; a folder's are the hashes of what was fetched.
+fn model_key<'a>(files: impl Iterator<Item = (&'a str, u64, &'a str)>) -> String {
     use sha2::{Digest, Sha256};
+    // In one order whatever the listing's: a catalog entry and a folder of the same files agree.
+    let mut files: Vec<_> = files.collect();
+    files.sort_unstable();
     let mut h = Sha256::new();
-    for file in &entry.files {
-        h.update(format!("{}\0{}\0{}\n", file.role, file.bytes, file.sha256).as_bytes());
+    for (role, bytes, sha256) in files {
+        h.update(format!("{role}\0{bytes}\0{sha256}\n").as_bytes());
     }
     h.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -211,12 +218,15 @@ pub(super) async fn dir_files(
     graph: Option<&str>,
     first: &Choice,
     gpu: &Gpu,
+    keeper: &Keeper,
     progress: Progress<'_>,
 ) -> Result<Files, LoadError> {
     use crate::core::model::layout::{external_data_names, onnx_community_graphs, TOP_GRAPH};
     let cpu = first.backend == Chosen::Cpu;
     let f16 = first.backend == Chosen::WebGpu && matches!(gpu, Gpu::Available { f16: true, .. });
     let mut f = Files::empty();
+    // Each file's role, size and sha256 as fetched: the folder's model key.
+    let mut hashes: Vec<(String, u64, String)> = Vec::new();
     let candidates: Vec<String> = match graph {
         Some(g) => vec![g.to_string()],
         None => std::iter::once(TOP_GRAPH.to_string())
@@ -238,14 +248,22 @@ pub(super) async fn dir_files(
         };
         // Each is optional but the caller's own; a 404 moves to the next.
         let optional = graph.is_none();
-        if let Some(got) = fetch(&url, "graph", None, optional, &check, progress).await? {
+        if let Some((got, source)) = keeper
+            .fetch_folder(&url, name, "graph", optional, &check, progress)
+            .await?
+        {
             check_graph(&got.bytes)?;
+            hashes.push((
+                "graph".to_string(),
+                got.bytes.length() as u64,
+                got.sha256.clone(),
+            ));
             f.listed.push(LoadedFile {
                 role: "graph".into(),
                 url,
                 bytes: got.bytes.length() as u64,
                 sha256_checked: false,
-                source: Source::Network,
+                source,
             });
             f.graph = got.bytes;
             graph_name = Some(name.clone());
@@ -285,15 +303,23 @@ pub(super) async fn dir_files(
             }
             Ok(())
         };
-        let Some(got) = fetch(&url, role, None, optional, &check, progress).await? else {
+        let Some((got, source)) = keeper
+            .fetch_folder(&url, name, role, optional, &check, progress)
+            .await?
+        else {
             continue;
         };
+        hashes.push((
+            role.to_string(),
+            got.bytes.length() as u64,
+            got.sha256.clone(),
+        ));
         f.listed.push(LoadedFile {
             role: role.into(),
             url,
             bytes: got.bytes.length() as u64,
             sha256_checked: false,
-            source: Source::Network,
+            source,
         });
         match role {
             "external_data" => f.external.push((file_name(name), got.bytes)),
@@ -305,5 +331,8 @@ pub(super) async fn dir_files(
             _ => f.tokenizer_config = Some(utf8(&got.bytes, name)?),
         }
     }
+    f.model_key = Some(model_key(
+        hashes.iter().map(|(r, b, h)| (r.as_str(), *b, h.as_str())),
+    ));
     Ok(f)
 }

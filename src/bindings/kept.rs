@@ -21,7 +21,10 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use super::error::{FetchProblem, LoadError};
-use super::fetch::{await_js, call, open, read_body, Fetched, Progress, Sink, SizeCheck, Source};
+use super::fetch::{
+    await_js, call, open, open_if, read_body, Body, Fetched, Opened, Progress, Sink, SizeCheck,
+    Source, Validators,
+};
 use crate::platform::js::{get, JsFailure};
 
 #[wasm_bindgen(module = "/js/store.js")]
@@ -45,6 +48,9 @@ struct Meta {
     /// ms since the epoch.
     #[serde(rename = "storedAt")]
     stored_at: f64,
+    /// A folder's file: the server's validators when it was stored.
+    #[serde(flatten)]
+    validators: Validators,
 }
 
 /// A stored file thrown away and downloaded again, and why.
@@ -94,6 +100,13 @@ impl Keeper {
                 ..StorageReport::default()
             }),
         }
+    }
+
+    /// The files of the model folder at `base`, kept on the caller's request
+    /// (`keepFolderFiles`): keyed by URL, current while the server answers
+    /// 304 to the stored copy's ETag or Last-Modified.
+    pub fn for_folder(base: &str, persist: bool) -> Self {
+        Self::for_entry(&format!("folder {base}"), persist)
     }
 
     /// The files of models.json entry `entry`, kept; asks for persistent storage once when `persist`.
@@ -153,59 +166,190 @@ impl Keeper {
             r.hash_ms += got.hash_ms;
             return Ok((got, Source::Storage));
         }
+        let body = open(url, label, false, size_check)
+            .await?
+            .ok_or_else(|| LoadError::Fetch {
+                file: label.to_string(),
+                url: url.to_string(),
+                problem: FetchProblem::Http(404),
+            })?;
+        let got = self
+            .download(
+                url,
+                file,
+                label,
+                body,
+                Some(bytes),
+                Some(sha256),
+                size_check,
+                progress,
+            )
+            .await?;
+        Ok((got, Source::Network))
+    }
+
+    /// A model folder's file `file` (its path in the folder): the stored
+    /// copy when the server answers 304 to its validators and its bytes
+    /// hash to what was recorded, else downloaded and kept (when the server
+    /// sends an ETag or Last-Modified). `Ok(None)`: an optional file the
+    /// server does not have.
+    pub async fn fetch_folder(
+        &self,
+        url: &str,
+        file: &str,
+        label: &str,
+        optional: bool,
+        size_check: SizeCheck<'_>,
+        progress: Progress<'_>,
+    ) -> Result<Option<(Fetched, Source)>, LoadError> {
+        let stored = match self.entry() {
+            Some(entry) => self.stored_meta(entry, file).await,
+            None => None,
+        };
+        let since = stored.as_ref().map(|m| m.validators.clone());
+        let body = match open_if(url, label, optional, size_check, since.as_ref()).await? {
+            Opened::Missing => {
+                if let (Some(entry), Some(_)) = (self.entry(), &stored) {
+                    let _ = settle(store_remove(entry, file)).await;
+                }
+                return Ok(None);
+            }
+            Opened::NotModified => {
+                let m = stored.as_ref().map(|m| (m.bytes, m.sha256.clone()));
+                if let Some((bytes, sha256)) = m {
+                    if let Some(got) = self
+                        .read(url, file, label, bytes, &sha256, size_check, progress)
+                        .await
+                    {
+                        let mut r = self.report.borrow_mut();
+                        r.bytes_from_storage += bytes;
+                        r.hash_ms += got.hash_ms;
+                        return Ok(Some((got, Source::Storage)));
+                    }
+                }
+                // The stored copy failed its check (and is gone): download it.
+                open(url, label, optional, size_check)
+                    .await?
+                    .ok_or_else(|| LoadError::Fetch {
+                        file: label.to_string(),
+                        url: url.to_string(),
+                        problem: FetchProblem::Http(404),
+                    })?
+            }
+            Opened::Body(b) => {
+                if let (Some(entry), Some(m)) = (self.entry(), &stored) {
+                    let why = format!(
+                        "the server's validators changed (stored {}, now {})",
+                        describe(&m.validators),
+                        describe(&b.validators)
+                    );
+                    self.refetch(entry, file, label, why).await;
+                }
+                b
+            }
+        };
+        let got = self
+            .download(url, file, label, body, None, None, size_check, progress)
+            .await?;
+        Ok(Some((got, Source::Network)))
+    }
+
+    /// The record of a stored file, when there is a readable one.
+    async fn stored_meta(&self, entry: &str, file: &str) -> Option<Meta> {
+        match settle(store_read(entry, file)).await {
+            Ok(s) if s.is_null() || s.is_undefined() => None,
+            Ok(s) => {
+                let body = get(&s, "body");
+                if !body.is_null() && !body.is_undefined() {
+                    let _ = call(&body, "cancel", &[]);
+                }
+                get(&s, "meta")
+                    .as_string()
+                    .and_then(|m| serde_json::from_str(&m).ok())
+            }
+            Err(why) => {
+                self.stop(why);
+                None
+            }
+        }
+    }
+
+    /// Reads `body` from the network and keeps it under `file` as it
+    /// arrives: checked against `sha256` when the catalog gives one (a
+    /// mismatch fails the load and leaves nothing), kept only when a
+    /// folder's server gives validators to check it against later.
+    #[allow(clippy::too_many_arguments)]
+    async fn download(
+        &self,
+        url: &str,
+        file: &str,
+        label: &str,
+        body: Body,
+        bytes: Option<u64>,
+        sha256: Option<&str>,
+        size_check: SizeCheck<'_>,
+        progress: Progress<'_>,
+    ) -> Result<Fetched, LoadError> {
         let refuse = |problem: FetchProblem| LoadError::Fetch {
             file: label.to_string(),
             url: url.to_string(),
             problem,
         };
-        let body = open(url, label, false, size_check)
-            .await?
-            .ok_or_else(|| refuse(FetchProblem::Http(404)))?;
         let mut sink = Sink {
             writer: None,
             failed: None,
         };
+        let keepable = sha256.is_some() || body.validators.any();
         if let Some(entry) = self.entry() {
-            match self.begin(entry, file).await {
-                Ok(w) => sink.writer = Some(w),
-                Err(why) => self.stop(why),
+            if !keepable {
+                self.stop(format!(
+                    "{label}: the server sends no ETag or Last-Modified to check a stored copy against, so this folder is not kept"
+                ));
+            } else {
+                match self.begin(entry, file).await {
+                    Ok(w) => sink.writer = Some(w),
+                    Err(why) => self.stop(why),
+                }
             }
         }
+        let total = bytes.map(|b| b as f64).or(body.length).unwrap_or(0.0);
         let got = read_body(
             &body.stream,
             label,
             url,
-            bytes as f64,
-            Some(bytes),
+            total,
+            bytes,
             size_check,
             progress,
             Source::Network,
             Some(&mut sink),
         )
         .await;
-        let got = match got {
-            Ok(g) if g.sha256 == sha256 => g,
-            Ok(g) => {
+        let got = match (got, sha256) {
+            (Ok(g), Some(want)) if g.sha256 != want => {
                 sink.abort().await;
                 return Err(refuse(FetchProblem::Sha256 {
                     got: g.sha256,
-                    want: sha256.to_string(),
+                    want: want.to_string(),
                 }));
             }
-            Err(e) => {
+            (Ok(g), _) => g,
+            (Err(e), _) => {
                 sink.abort().await;
                 return Err(e);
             }
         };
-        self.report.borrow_mut().bytes_downloaded += bytes;
+        let n = u64::from(got.bytes.length());
+        self.report.borrow_mut().bytes_downloaded += n;
         if let Some(why) = sink.failed.take() {
             self.stop(format!("{label}: {why}"));
         } else if let Some(w) = sink.writer.take() {
             let meta = Meta {
-                bytes,
-                sha256: sha256.to_string(),
+                bytes: n,
+                sha256: got.sha256.clone(),
                 url: url.to_string(),
                 stored_at: js_sys::Date::now(),
+                validators: body.validators.clone(),
             };
             let meta = serde_json::to_string(&meta).unwrap_or_default();
             let done = match call(&w, "commit", &[JsValue::from_str(&meta)]) {
@@ -216,7 +360,7 @@ impl Keeper {
                 self.stop(format!("{label}: keeping it failed: {e}"));
             }
         }
-        Ok((got, Source::Network))
+        Ok(got)
     }
 
     async fn begin(&self, entry: &str, file: &str) -> Result<JsValue, String> {
@@ -311,5 +455,14 @@ impl Keeper {
             file: file.to_string(),
             why,
         });
+    }
+}
+
+/// A server's validators in words.
+fn describe(v: &Validators) -> String {
+    match (&v.etag, &v.last_modified) {
+        (Some(e), _) => format!("ETag {e}"),
+        (None, Some(m)) => format!("Last-Modified {m}"),
+        (None, None) => "none".into(),
     }
 }

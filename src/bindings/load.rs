@@ -60,6 +60,7 @@ pub async fn load(
     let keep = super::resolve::Keep {
         files: opts.keep_files,
         persist: opts.persist,
+        folders: opts.keep_folder_files,
     };
     let (mut choice, files, keeper) = resolve(
         source,

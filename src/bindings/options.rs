@@ -25,6 +25,9 @@ pub struct LoadOptions {
     pub keep_files: bool,
     /// Ask the browser once for persistent storage when files are kept (default on).
     pub persist: bool,
+    /// Keep a model folder's files too, checked by the server's ETag or
+    /// Last-Modified (default off: a folder has no catalog hashes).
+    pub keep_folder_files: bool,
 }
 
 pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>), JsValue> {
@@ -40,6 +43,7 @@ pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>
                 allow_absolute_urls: false,
                 keep_files: true,
                 persist: true,
+                keep_folder_files: false,
             },
             None,
         ));
@@ -115,6 +119,10 @@ pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>
     };
     let keep_files = flag("keepFiles")?;
     let persist = flag("persist")?;
+    // Off unless asked.
+    let folders = get(v, "keepFolderFiles");
+    let keep_folder_files =
+        !(folders.is_undefined() || folders.is_null()) && flag("keepFolderFiles")?;
     Ok((
         LoadOptions {
             backend,
@@ -122,6 +130,7 @@ pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>
             allow_absolute_urls,
             keep_files,
             persist,
+            keep_folder_files,
             ort_base: get(v, "ortBase").as_string(),
             threads,
             profiling: get(v, "profiling").is_truthy(),

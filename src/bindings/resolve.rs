@@ -10,11 +10,13 @@ use super::kept::Keeper;
 use crate::core::model::backend_choice::{choose, Choice, Chosen, Gpu, Model, Requested};
 use crate::core::model::models_json::Catalog;
 
-/// What the caller asked storage to do (load options `keepFiles`, `persist`).
+/// What the caller asked storage to do (load options `keepFiles`,
+/// `persist`, `keepFolderFiles`).
 #[derive(Clone, Copy)]
 pub struct Keep {
     pub files: bool,
     pub persist: bool,
+    pub folders: bool,
 }
 
 /// The entry (or directory) `source` names, the backend it runs on, and its
@@ -84,10 +86,16 @@ pub(super) async fn resolve(
             };
             let base = resolve_url(&folder, "")?;
             let first = choose::for_dir(source, requested, gpu)?;
-            let files = dir_files(&base, graph, &first, gpu, progress).await?;
+            // A folder gives no sizes or hashes to check a stored copy
+            // against: kept only when asked, and checked by the server's
+            // validators and the hash recorded when it was stored.
+            let keeper = if keep.folders && keep.files {
+                Keeper::for_folder(&base, keep.persist)
+            } else {
+                Keeper::off("a model folder's files are kept only with keepFolderFiles: true (they are checked by the server's ETag or Last-Modified, not a catalog's sha256)")
+            };
+            let files = dir_files(&base, graph, &first, gpu, &keeper, progress).await?;
             let choice = choose::for_fetched_dir(source, requested, gpu, first, &files)?;
-            // A folder gives no sizes or hashes to check a stored copy against.
-            let keeper = Keeper::off("a model folder's files have no models.json size and sha256 to check a stored copy against; only models.json entries are kept");
             Ok((choice, files, keeper))
         }
     }

@@ -33,6 +33,9 @@ export interface LoadOptions {
   keepFiles?: boolean;
   /** Ask the browser once for persistent storage when files are kept (default true). */
   persist?: boolean;
+  /** A model folder's files: keep them too (default false). A stored copy is used while the server answers 304 to
+   *  its ETag (or Last-Modified) and its bytes hash to what was recorded; a server that sends neither keeps nothing. */
+  keepFolderFiles?: boolean;
 }
 export interface StateInput { id?: string; instruction?: string; evidence: string; }
 /** A worked example: a criterion answered (`answer`: an option id) over its own evidence. */

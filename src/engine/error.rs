@@ -51,8 +51,8 @@ pub enum EngineError {
         reason: String,
         limit: Option<usize>,
     },
-    /// A prefix is kept under its model's file hashes; this load has none.
-    #[error("a prefix is kept under its model files' sha256, and this engine has none (a model folder's files are not hashed; load a models.json entry)")]
+    /// A prefix is kept under its model's file hashes; this engine was given none.
+    #[error("a prefix is kept under its model files' sha256s, and this engine was given none (the browser's loader hashes every file it fetches; natively, call set_model_key)")]
     PrefixUnkeyed,
     #[error("{field} {value:?}: {reason}")]
     InvalidOption {

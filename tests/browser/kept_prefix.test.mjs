@@ -5,8 +5,8 @@
 // for bit as on the first visit's fresh prefill. On cpu, the refusals:
 // bytes from another model, backend, engine version or prompt, truncated,
 // altered, a damaged stored copy (thrown away and prefilled again), storage
-// that refuses writes, a folder load without hashes; the engine scores
-// after each.
+// that refuses writes; a folder of the same files keys the same prefix; the
+// engine scores after each.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { fixture, ORT_BASE, revisit, start, TINY, visit } from "./lib.mjs";
@@ -53,7 +53,7 @@ for (const backend of ["cpu", "wasm", "webgpu"]) {
   });
 }
 
-test("cpu: a kept prefix from another model, backend, version or prompt, truncated or altered, is refused by field; a damaged stored copy is replaced; storage that refuses and a folder without hashes only cost the prefill; the engine scores after each", async () => {
+test("cpu: a kept prefix from another model, backend, version or prompt, truncated or altered, is refused by field; a damaged stored copy is replaced; storage that refuses only costs the prefill; a folder of the same files restores the entry's prefix; the engine scores after each", async () => {
   const context = await ctx.browser.newContext();
   const v = await visit(ctx, context);
   try {
@@ -132,11 +132,12 @@ test("cpu: a kept prefix from another model, backend, version or prompt, truncat
       FileSystemWritableFileStream.prototype.write = write;
       out.quota = { from: quota.storage.from, kept: quota.storage.kept, why: quota.storage.why, left: (await stored()).length };
       out.quota.scores = await scores(engine);
-      // A folder's files have no hashes to key a prefix by.
+      // A folder is keyed by the hashes of the files it served: the same
+      // files as the entry's, so the entry's prefix restores there too.
       const folder = await load(`/models/${tiny}/`);
-      const unkeyed = await folder.prefix(PREFIX, { keep: true });
-      out.unkeyed = { from: unkeyed.storage.from, why: unkeyed.storage.why };
-      out.unkeyedSave = await unkeyed.save().then(() => "saved", (e) => `${e.code}:${e.field}`);
+      const fromFolder = await folder.prefix(PREFIX, { keep: true });
+      out.folder = { from: fromFolder.storage.from, kept: fromFolder.storage.kept };
+      out.folderRestores = (await folder.restorePrefix(bytes, PREFIX)).tokens === p.tokens;
       await folder.dispose();
       await engine.dispose();
       return out;
@@ -162,9 +163,8 @@ test("cpu: a kept prefix from another model, backend, version or prompt, truncat
     assert.match(r.quota.why, /QuotaExceededError: the quota is full/);
     assert.equal(r.quota.left, 0);
     assert.equal(r.quota.scores, n);
-    assert.equal(r.unkeyed.from, "prefill");
-    assert.match(r.unkeyed.why, /sha256/);
-    assert.equal(r.unkeyedSave, "prefix_unkeyed:model");
+    assert.deepEqual(r.folder, { from: "prefill", kept: true });
+    assert.equal(r.folderRestores, true);
     console.log(`# refusals: ${JSON.stringify(r.refused)}; damaged copy: ${r.damaged[2]}`);
   } catch (e) {
     throw new Error(`${e.message}\n${v.log.slice(-10).join("\n")}`);

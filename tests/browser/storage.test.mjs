@@ -4,11 +4,15 @@
 // stored file with a byte changed, and one truncated, is noticed, named in
 // info() and downloaded again; storage that refuses writes (QuotaExceeded,
 // made by the page itself) leaves the load working from the network with
-// nothing half-written behind; clearing removes only the engine's files.
+// nothing half-written behind; clearing removes only the engine's files; a
+// model folder's files are kept only when asked, and checked by the
+// server's ETag and the hash recorded when they were stored.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { cpSync, mkdirSync, rmSync, utimesSync } from "node:fs";
+import { join } from "node:path";
 import { countSent } from "../../scripts/serve.mjs";
-import { fixture, ORT_BASE, revisit, start, TINY, visit as visitIn } from "./lib.mjs";
+import { fixture, ORT_BASE, OUT, revisit, ROOT, start, TINY, visit as visitIn } from "./lib.mjs";
 import { loadAndScore } from "./storage_calls.mjs";
 
 const STATES = fixture().slice(0, 2);
@@ -182,5 +186,62 @@ test("keepFiles and persist take booleans only; stored() lists what the engine k
     assert.equal(r.foreignCache, "kept");
   } finally {
     await context.close();
+  }
+});
+
+test("a model folder's files are kept only with keepFolderFiles: true; a reload then reads them from storage while the server answers 304, and a file changed on the server or damaged in storage is fetched again", async () => {
+  // A copy of the tiny model that this test owns (its files' times are changed below).
+  const name = `folder-copy-${process.pid}`;
+  const dir = join(OUT, name);
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(OUT, { recursive: true });
+  cpSync(join(ROOT, "models", TINY), dir, { recursive: true });
+  const sent = countSent(ctx.server, `/target/browser/${name}/`);
+  const context = await ctx.browser.newContext();
+  try {
+    const source = `/target/browser/${name}/`;
+    const v = await visit(context);
+    const run = (options) => v.page.evaluate(loadAndScore, { source, backend: "cpu", ORT_BASE, STATES: STATES.slice(0, 1), options });
+    const off = await run({});
+    assert.equal(off.storage.used, false);
+    assert.match(off.storage.whyNot, /keepFolderFiles: true/);
+    sent.bytes = 0;
+    const first = await run({ keepFolderFiles: true });
+    assert.equal(first.storage.used, true, first.storage.whyNot);
+    assert.ok(first.storage.bytesDownloaded > 0 && sent.bytes >= first.storage.bytesDownloaded);
+    await revisit(v.page);
+    sent.bytes = 0;
+    const second = await run({ keepFolderFiles: true });
+    assert.equal(sent.bytes, 0, "the reload's load fetched model bytes (the server answers 304 with no body)");
+    assert.equal(second.storage.bytesDownloaded, 0);
+    assert.equal(second.storage.bytesFromStorage, first.storage.bytesDownloaded);
+    assert.ok(second.sources.every((s) => s === "storage"));
+    assert.deepEqual(second.probs, off.probs);
+    // The server's copy changes (a new modification time, so a new ETag), and a stored file is damaged.
+    const later = new Date(Date.now() + 60_000);
+    utimesSync(join(dir, "config.json"), later, later);
+    const damaged = await v.page.evaluate(async () => {
+      const root = await (await navigator.storage.getDirectory()).getDirectoryHandle("readout-files-v1");
+      for await (const [dname, d] of root.entries()) {
+        if (!decodeURIComponent(dname).startsWith("folder ")) continue;
+        let h;
+        for await (const [fname, fh] of d.entries()) if (decodeURIComponent(fname) === "tokenizer.json") h = fh;
+        const w = await h.createWritable({ keepExistingData: true });
+        const b = new Uint8Array(await (await h.getFile()).slice(100, 101).arrayBuffer());
+        await w.write({ type: "write", position: 100, data: new Uint8Array([b[0] ^ 0xff]) });
+        await w.close();
+        return "tokenizer.json";
+      }
+    });
+    const third = await run({ keepFolderFiles: true });
+    const why = Object.fromEntries(third.storage.refetched.map((r) => [r.file, r.why]));
+    assert.deepEqual(Object.keys(why).sort(), ["config.json", damaged].sort(), JSON.stringify(third.storage.refetched));
+    assert.match(why["config.json"], /validators changed \(stored ETag .*, now ETag /);
+    assert.match(why[damaged], /hash to .*not the recorded/);
+    assert.deepEqual(third.probs, off.probs);
+    console.log(`# folder: ${first.storage.bytesDownloaded} bytes kept; reload: ${second.storage.bytesFromStorage} from storage, 0 sent; then ${third.storage.refetched.map((r) => `${r.file}: ${r.why}`).join("; ")}`);
+  } finally {
+    await context.close();
+    rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -1,8 +1,9 @@
 // What the storage tests run in a page (Chromium and Firefox).
 
 /** Loads `source`, scores the states, and returns the probabilities, info().storage and where each file came from. */
-export async function loadAndScore({ source, backend = "cpu", ORT_BASE, STATES }) {
-  const engine = await window.readout.Engine.load(source, { backend, ortBase: ORT_BASE, onProgress: (p) => (window.sources ??= new Set()).add(p.source) });
+export async function loadAndScore({ source, backend = "cpu", ORT_BASE, STATES, options = {} }) {
+  window.sources = new Set();
+  const engine = await window.readout.Engine.load(source, { backend, ortBase: ORT_BASE, onProgress: (p) => window.sources.add(p.source), ...options });
   const probs = [];
   for (const s of STATES) {
     const state = await engine.prefill({ evidence: s.evidence });
@@ -11,5 +12,5 @@ export async function loadAndScore({ source, backend = "cpu", ORT_BASE, STATES }
   }
   const info = engine.info();
   await engine.dispose();
-  return { probs, storage: info.storage, sources: info.files.map((f) => f.source), progressSources: [...(window.sources ?? [])].sort() };
+  return { probs, storage: info.storage, sources: info.files.map((f) => f.source), progressSources: [...window.sources].sort() };
 }

@@ -29,6 +29,12 @@ impl Args {
         Some(v)
     }
 
+    /// Whether `flag` (one that takes no value) is given; taken out.
+    pub fn flag(&mut self, flag: &str) -> bool {
+        let at = self.0.iter().position(|a| a == flag);
+        at.map(|i| self.0.remove(i)).is_some()
+    }
+
     /// The whole number after `flag`, or `default` when it is absent.
     pub fn number(&mut self, flag: &str, default: usize) -> usize {
         self.text(flag).map_or(default, |v| {
