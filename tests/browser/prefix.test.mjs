@@ -2,7 +2,9 @@
 // backend: a rubric with worked examples prefilled once, the fixture's
 // states built on it, against the native engine given the same prefix; a
 // prefix without examples and a grown state against the same states
-// prefilled whole; and the refusals, each followed by a score.
+// prefilled whole; the rubric saved and restored (its past through the host
+// and back) against itself, bit for bit; and the refusals, each followed
+// by a score.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -57,11 +59,21 @@ for (const backend of ["cpu", "wasm", "webgpu"]) {
         const out = { backend: engine.info().backend, decisions: [], whole: [], onBare: [], grown: [], grownWhole: [], codes: {} };
         const rubric = await engine.prefix(PREFIX);
         out.prefixTokens = rubric.tokens;
+        // Saved and restored (its past through the host and back): the same decisions bit for bit.
+        const restored = await engine.restorePrefix(await rubric.save(), PREFIX);
+        out.restored = [];
         for (const s of STATES.slice(0, n)) {
           const st = await rubric.prefill({ id: s.id, evidence: s.evidence });
-          for (const d of await st.scoreAll(s.criteria)) out.decisions.push([`${s.id}/${d.id}`, d]);
+          const ds = await st.scoreAll(s.criteria);
+          for (const d of ds) out.decisions.push([`${s.id}/${d.id}`, d]);
           await st.dispose();
+          if (out.restored.length < 2) {
+            const again = await restored.prefill({ id: s.id, evidence: s.evidence });
+            out.restored.push([probs(ds), probs(await again.scoreAll(s.criteria))]);
+            await again.dispose();
+          }
         }
+        await restored.dispose();
         // No examples: the same text as a plain prefill with that instruction.
         const bare = await engine.prefix({ instruction: PREFIX.instruction });
         for (const s of STATES.slice(0, Math.min(n, 2))) {
@@ -119,6 +131,8 @@ for (const backend of ["cpu", "wasm", "webgpu"]) {
     assert.equal(r.decisions.length, STATES.slice(0, SHARE[backend]).reduce((a, s) => a + s.criteria.length, 0));
     assert.deepEqual(changed, []);
     assert.ok(worst <= (backend === "cpu" ? 2e-2 : 1e-3), `max |Δp| ${worst}`);
+    assert.ok(r.restored.length > 0);
+    r.restored.forEach(([fresh, back], i) => assert.deepEqual(back, fresh, `state ${i} on the restored prefix`));
     const diff = (a, b) => Math.max(...a.map((x, i) => Math.abs(x - b[i])));
     r.whole.forEach((w, i) => assert.ok(diff(w, r.onBare[i]) <= 1e-5, `state ${i} on the prefix: ${diff(w, r.onBare[i])}`));
     r.grown.forEach(([t, g], i) => {
