@@ -16,7 +16,7 @@ bash scripts/setup.sh --gemma --disk-gb "$([ -f "$built" ] && echo 1 || echo 18)
 cargo build --locked --release --bin readout
 readout=target/release/readout
 "$readout" variants models/{smollm2-135m-instruct,qwen3-0.6b-shape,gemma3-270m}-{q4f16,q4,fp32}
-"$readout" catalog --models models -o models.json
+bash scripts/catalog.sh "$readout"
 bash scripts/build_pkg.sh
 
 which=("$@")

@@ -64,7 +64,7 @@ if [ ! -f "$stamp" ]; then
   trap - EXIT
   touch "$stamp"
 fi
-"$readout" catalog --models models -o models.json
+bash scripts/catalog.sh "$readout"
 bash scripts/build_pkg.sh
 
 # The stock graph: its models.json entry names the best measured readout

@@ -135,7 +135,7 @@ models_step() {
   # run GatherBlockQuantized on its WASM backend); the Deno tests run float16
   # WebGPU on every cut of the q4f16 file.
   "$readout" variants "$tiny" models/qwen3-tiny-random-fp32 models/qwen3-tiny-random-q4f16
-  "$readout" catalog --models models -o models.json
+  bash scripts/catalog.sh "$readout"
 }
 need_pkg() {
   [ $done_pkg = 1 ] && return; done_pkg=1

@@ -608,6 +608,60 @@ fn a_missing_entry_is_named_and_an_unreadable_catalog_beside_a_model_leaves_the_
     );
 }
 
+/// `readout catalog --decisions FILE`: a named summary's best readout
+/// becomes its model's default; a file that is missing or is not a
+/// decisions summary is refused by name, and nothing is written.
+#[test]
+fn the_catalog_takes_its_defaults_from_the_decisions_files_it_is_given() {
+    let dir = temp_dir("cli-catalog-decisions");
+    let models = dir.join("models");
+    copy_model(Q4, &models.join(Q4));
+    let summary = dir.join("summary.json");
+    std::fs::write(
+        &summary,
+        serde_json::json!({"model": Q4, "best": {"mode": "cloze", "cloze_score": "mean", "calibration": "none", "prompt": "plain"}}).to_string(),
+    )
+    .unwrap();
+    let out = dir.join("models.json");
+    succeed(
+        readout()
+            .args(["catalog", "--models"])
+            .arg(&models)
+            .arg("-o")
+            .arg(&out)
+            .arg("--decisions")
+            .arg(&summary),
+    );
+    let mut cat: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(
+        common::entry_mut(&mut cat, Q4)["readout"]["cloze_score"],
+        "mean"
+    );
+    std::fs::remove_file(&out).unwrap();
+    for (bad, needle) in [
+        (dir.join("absent.json"), "absent.json"),
+        (
+            models.join(Q4).join("config.json"),
+            "not a decisions summary",
+        ),
+    ] {
+        let r = readout()
+            .args(["catalog", "--models"])
+            .arg(&models)
+            .arg("-o")
+            .arg(&out)
+            .arg("--decisions")
+            .arg(&bad)
+            .output()
+            .unwrap();
+        assert!(!r.status.success());
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(err.contains(needle), "{err}");
+        assert!(!out.exists(), "a refused catalog was written");
+    }
+}
+
 /// `readout catalog` over `models`, written to `out`.
 fn write_catalog(models: &std::path::Path, out: &std::path::Path) {
     succeed(

@@ -607,3 +607,20 @@ fn each_layer_imports_only_what_the_architecture_allows() {
     assert!(seen.contains(&("engine".to_string(), "runtime".to_string())));
     assert!(seen.contains(&("runtime".to_string(), "kernels".to_string())));
 }
+
+/// Product code never reads benchmark files: what a benchmark measured
+/// reaches the product only through a file its caller names (`readout
+/// catalog --decisions FILE`). Comments may cite a result; code may not
+/// name a path under `bench/`.
+#[test]
+fn no_source_file_names_a_path_under_bench() {
+    let mut found = Vec::new();
+    for (path, text) in files_in("src", &[".rs"]) {
+        for (i, line) in code_of(&text).lines().enumerate() {
+            if line.contains("bench/") {
+                found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "src/ names bench/:\n{}", found.join("\n"));
+}

@@ -221,9 +221,11 @@ enum Command {
         models: PathBuf,
         #[arg(short, long, default_value = "models.json")]
         out: PathBuf,
-        /// Where `bench/decisions.sh` summaries give each stock model its default readout.
-        #[arg(long, default_value = "bench/results")]
-        decisions: PathBuf,
+        /// A decisions summary whose best readout becomes its model's default
+        /// (stock graphs of that base); repeat for several, a later file wins
+        /// for the same model. None: every entry serves the rule (letters, plain).
+        #[arg(long = "decisions", value_name = "FILE")]
+        decisions: Vec<PathBuf>,
     },
 }
 

@@ -1,6 +1,6 @@
 //! `readout inspect|trim|prune|expose-hidden|variants|catalog`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::cli::CliError;
 use crate::export::commands::{run_forced, Op};
@@ -70,7 +70,7 @@ pub fn variants(models: &[std::path::PathBuf]) -> Result<(), CliError> {
     Ok(())
 }
 
-pub fn catalog(models: &Path, out: &Path, decisions: &Path) -> Result<(), CliError> {
+pub fn catalog(models: &Path, out: &Path, decisions: &[PathBuf]) -> Result<(), CliError> {
     let c = crate::export::catalog::build(models, out, decisions)?;
     let json = serde_json::to_string_pretty(&c).unwrap_or_default() + "\n";
     std::fs::write(out, json).map_err(|e| CliError::file(out, e))?;

@@ -127,8 +127,9 @@ fn pathdiff(p: &Path, base: &Path) -> String {
 pub fn build(
     models_dir: &Path,
     catalog_path: &Path,
-    decisions_dir: &Path,
+    decisions: &[PathBuf],
 ) -> Result<Catalog, ExportError> {
+    let measured = measured_defaults(decisions)?;
     let catalog_dir = catalog_path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -151,29 +152,21 @@ pub fn build(
         .collect::<Result<Vec<_>, _>>()?;
     let mut cat = Catalog { version: 1, models };
     cat.link_wasm_variants();
-    link_readout_defaults(&mut cat, &measured_defaults(decisions_dir));
+    link_readout_defaults(&mut cat, &measured);
     Ok(cat)
 }
 
-/// The best measured readout per model id, from
-/// `<dir>/*-decisions-<id>.json` (written by `bench/decisions.sh`; the
-/// newest file per model wins, by its date-prefixed name). A file that does
-/// not parse is skipped with a warning: it measured nothing usable.
-fn measured_defaults(dir: &Path) -> BTreeMap<String, ReadoutChoice> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-        .unwrap_or_default();
-    files.retain(|p| {
-        p.file_name().is_some_and(|n| {
-            n.to_string_lossy().contains("-decisions-") && n.to_string_lossy().ends_with(".json")
-        })
-    });
-    files.sort();
+/// The best measured readout per model id, from the decisions summaries
+/// the caller names (`readout catalog --decisions FILE`, written by
+/// `bench/runners/decisions.sh`); a later file wins for the same model. A
+/// named file that cannot be read, or holds no usable best readout, is
+/// refused: the caller said it measured something.
+fn measured_defaults(files: &[PathBuf]) -> Result<BTreeMap<String, ReadoutChoice>, ExportError> {
     let mut out = BTreeMap::new();
     for p in files {
-        let parsed = std::fs::read_to_string(&p)
+        let text = std::fs::read_to_string(p).map_err(|e| ExportError::file(p, e))?;
+        let parsed = serde_json::from_str::<serde_json::Value>(&text)
             .ok()
-            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|v| {
                 let model = v.get("model")?.as_str()?.to_string();
                 let mut best = v.get("best")?.clone();
@@ -193,17 +186,13 @@ fn measured_defaults(dir: &Path) -> BTreeMap<String, ReadoutChoice> {
                 });
                 Some((model, serde_json::from_value::<ReadoutChoice>(d).ok()?))
             });
-        match parsed {
-            Some((model, d)) => {
-                out.insert(model, d);
-            }
-            None => eprintln!(
-                "readout catalog: {}: no usable best readout; skipped",
-                p.display()
-            ),
-        }
+        let (model, d) = parsed.ok_or_else(|| ExportError::File {
+            path: p.display().to_string(),
+            message: "not a decisions summary: it needs \"model\" and a \"best\" readout (mode, cloze_score, calibration, prompt)".into(),
+        })?;
+        out.insert(model, d);
     }
-    out
+    Ok(out)
 }
 
 /// Stock graphs take the best readout measured on a graph of the same base

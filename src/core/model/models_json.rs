@@ -41,7 +41,7 @@ pub struct Entry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wasm_variant: Option<String>,
     /// The readout served when a call does not choose one (measured per
-    /// model by `bench/decisions.sh`); absent: letters, plain prompt.
+    /// model by `bench/runners/decisions.sh`, named to `readout catalog` by `scripts/catalog.sh`); absent: letters, plain prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readout: Option<crate::core::spec::mode::ReadoutChoice>,
     pub files: Vec<FileEntry>,
