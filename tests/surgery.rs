@@ -414,17 +414,24 @@ fn models_json_records_measured_files_and_refuses_a_changed_one() {
     )
     .unwrap();
     let catalog_path = base.join("models.json");
-    // The best measured readout (bench/runners/decisions.sh) becomes the stock
-    // graph's default; a summary that names no usable best is skipped.
+    // The best measured readout (bench/runners/decisions.sh) of a summary
+    // the caller names becomes the stock graph's default; a named summary
+    // that holds no usable best is refused, naming it.
     let results = base.join("results");
     std::fs::create_dir_all(&results).unwrap();
+    let summary = results.join("2026-01-01-decisions-x.json");
     std::fs::write(
-        results.join("2026-01-01-decisions-x.json"),
+        &summary,
         format!(r#"{{"model": "{Q4}", "best": {{"mode": "cloze", "cloze_score": "mean", "calibration": "content-free", "prompt": "plain", "accuracy": 0.5}}}}"#),
     )
     .unwrap();
-    std::fs::write(results.join("2026-01-02-decisions-y.json"), "{ truncated").unwrap();
-    let cat = build(&models, &catalog_path, &results).unwrap();
+    let truncated = results.join("2026-01-02-decisions-y.json");
+    std::fs::write(&truncated, "{ truncated").unwrap();
+    let err = build(&models, &catalog_path, &[summary.clone(), truncated])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("2026-01-02-decisions-y.json"), "{err}");
+    let cat = build(&models, &catalog_path, &[summary]).unwrap();
     std::fs::write(&catalog_path, serde_json::to_string_pretty(&cat).unwrap()).unwrap();
     assert_eq!(cat.models.len(), 2);
     let stock = &cat.models[0];
