@@ -5,7 +5,8 @@
 //     the repository: scripts, source files, tests, results files;
 //   - a flag of a script or of the readout CLI that the script or the CLI's
 //     source does not define (`bash scripts/main.sh --headless`,
-//     `readout score --mode cloze`).
+//     `readout score --mode cloze`);
+//   - and README.md over 150 lines.
 // Paths that only exist after a build or a download (pkg/, target/, models/,
 // node_modules/, ...) are not checked; neither are URLs, globs and templates.
 //   node scripts/check_docs.mjs [FILE.md ...]
@@ -157,8 +158,16 @@ function checkSpan(span, where, docDir, fenced) {
   }
 }
 
+// The README is the front door: what it is, the two commands, short
+// examples, limits, links; everything else lives in the documents it links.
+const README_LINES = 150;
+if (!process.argv.slice(2).length) {
+  const lines = readFileSync(join(ROOT, "README.md"), "utf8").split("\n").length - 1;
+  if (lines > README_LINES) problems.push(`README.md: ${lines} lines, over ${README_LINES}; move the detail to the document it belongs in`);
+}
+
 if (problems.length) {
-  console.error(`check_docs: ${problems.length} reference(s) to what does not exist:`);
+  console.error(`check_docs: ${problems.length} problem(s):`);
   for (const p of problems) console.error(`  ${p}`);
   process.exit(1);
 }
