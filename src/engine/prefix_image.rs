@@ -190,7 +190,7 @@ pub fn checksum(b: &[u8]) -> u64 {
         0xD6E8_FEB8_6659_FD93,
     ];
     let mut h = [K[3], K[2], K[1], K[0]];
-    let mix = |h: &mut [u64; 4], c: &[u8]| {
+    let mix = |h: &mut [u64; 4], c: &[u8; 32]| {
         for (i, lane) in h.iter_mut().enumerate() {
             let mut w = [0u8; 8];
             w.copy_from_slice(&c[i * 8..i * 8 + 8]);
@@ -199,8 +199,7 @@ pub fn checksum(b: &[u8]) -> u64 {
                 .rotate_left(29);
         }
     };
-    let chunks = b.chunks_exact(32);
-    let rest = chunks.remainder();
+    let (chunks, rest) = b.as_chunks::<32>();
     for c in chunks {
         mix(&mut h, c);
     }

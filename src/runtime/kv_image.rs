@@ -95,8 +95,10 @@ impl KvView<'_> {
 
 /// Little-endian float32 bytes as floats.
 pub fn f32_from_le(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+    b.as_chunks::<4>()
+        .0
+        .iter()
+        .map(|c| f32::from_le_bytes(*c))
         .collect()
 }
 
@@ -111,8 +113,10 @@ pub fn f32_to_le(v: &[f32]) -> Vec<u8> {
 
 /// Little-endian 16-bit words as bits (float16 tensors).
 pub fn u16_from_le(b: &[u8]) -> Vec<u16> {
-    b.chunks_exact(2)
-        .map(|c| u16::from_le_bytes([c[0], c[1]]))
+    b.as_chunks::<2>()
+        .0
+        .iter()
+        .map(|c| u16::from_le_bytes(*c))
         .collect()
 }
 
