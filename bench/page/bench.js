@@ -20,7 +20,15 @@ import { WLLAMA_GGUF } from "./wllama.js";
 
 async function adapterInfo() {
   if (!navigator.gpu) return null;
-  const a = await navigator.gpu.requestAdapter();
+  // Chromium's requestAdapter can answer null while its GPU process is busy
+  // (seen once in the test command's Chromium lane, beside Deno and Firefox,
+  // while the engine's own request got SwiftShader): asked again before the
+  // result records no adapter.
+  let a = null;
+  for (let tries = 0; tries < 5 && !a; tries++) {
+    if (tries) await new Promise((r) => setTimeout(r, 1000));
+    a = await navigator.gpu.requestAdapter();
+  }
   if (!a) return null;
   const i = a.info ?? {};
   return { vendor: i.vendor, architecture: i.architecture, device: i.device, description: i.description, features: [...a.features].sort() };
