@@ -33,19 +33,8 @@ export async function keptRun({ source, backend, ORT_BASE, PREFIX, STATES, n }) 
   return out;
 }
 
-/** In the page: the engine's stored prefix files (their OPFS handles' names and sizes). */
+/** In the page: the engine's stored prefix files (not their records), names as stored, with sizes. */
 export async function storedPrefixes() {
-  const out = [];
-  let root;
-  try {
-    root = await (await navigator.storage.getDirectory()).getDirectoryHandle("readout-files-v1");
-  } catch {
-    return out;
-  }
-  for await (const [dname, dir] of root.entries()) {
-    for await (const [name, h] of dir.entries()) {
-      if (name.startsWith("prefix-") && !name.endsWith(".meta.json")) out.push({ path: `${dname}/${name}`, size: h.kind === "file" ? (await h.getFile()).size : -1 });
-    }
-  }
-  return out;
+  const { rawFiles } = await import("/tests/browser/storage_calls.mjs");
+  return (await rawFiles()).filter((f) => f.path.split("/").pop().startsWith("prefix-") && !f.path.endsWith(".meta.json"));
 }

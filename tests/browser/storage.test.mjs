@@ -13,7 +13,7 @@ import { cpSync, mkdirSync, rmSync, utimesSync } from "node:fs";
 import { join } from "node:path";
 import { countSent } from "../../scripts/serve.mjs";
 import { fixture, ORT_BASE, OUT, revisit, ROOT, start, TINY, visit as visitIn } from "./lib.mjs";
-import { loadAndScore } from "./storage_calls.mjs";
+import { loadAndScore, rawFiles } from "./storage_calls.mjs";
 
 const STATES = fixture().slice(0, 2);
 let ctx, fetched;
@@ -29,21 +29,6 @@ after(() => ctx?.close());
 async function visit(context) {
   fetched.bytes = 0;
   return { ...(await visitIn(ctx, context)), fetched };
-}
-
-/** In the page: every file under the engine's folder (names as stored), with sizes. */
-async function rawFiles() {
-  const out = [];
-  let root;
-  try {
-    root = await (await navigator.storage.getDirectory()).getDirectoryHandle("readout-files-v1");
-  } catch {
-    return out;
-  }
-  for await (const [dname, dir] of root.entries()) {
-    for await (const [name, h] of dir.entries()) out.push({ path: `${dname}/${name}`, size: h.kind === "file" ? (await h.getFile()).size : -1 });
-  }
-  return out;
 }
 
 for (const backend of ["cpu", "wasm"]) {

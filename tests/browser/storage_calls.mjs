@@ -14,3 +14,18 @@ export async function loadAndScore({ source, backend = "cpu", ORT_BASE, STATES, 
   await engine.dispose();
   return { probs, storage: info.storage, sources: info.files.map((f) => f.source), progressSources: [...window.sources].sort() };
 }
+
+/** In the page: every file under the engine's folder (names as stored), with sizes. */
+export async function rawFiles() {
+  const out = [];
+  let root;
+  try {
+    root = await (await navigator.storage.getDirectory()).getDirectoryHandle("readout-files-v1");
+  } catch {
+    return out;
+  }
+  for await (const [dname, dir] of root.entries()) {
+    for await (const [name, h] of dir.entries()) out.push({ path: `${dname}/${name}`, size: h.kind === "file" ? (await h.getFile()).size : -1 });
+  }
+  return out;
+}

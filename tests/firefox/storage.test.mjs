@@ -23,16 +23,22 @@ before(async () => {
 });
 after(() => server.close());
 
+/** A page in `browser` logging to `log`, and `open()`, which (re)loads the harness: a visit. */
+async function harnessPage(browser, log) {
+  const page = await browser.newPage();
+  page.on("console", (m) => log.push(m.text()));
+  const open = async () => {
+    await page.goto(`${base}/scripts/harness.html`);
+    await page.waitForFunction(() => window.harnessReady, { timeout: 120_000 });
+  };
+  return { page, open };
+}
+
 test("Firefox: a reload's load reads the model from storage (0 bytes from the network) and decides bit for bit as the first; a changed byte is noticed and healed", async () => {
   const browser = await launchFirefox();
   const log = [];
   try {
-    const page = await browser.newPage();
-    page.on("console", (m) => log.push(m.text()));
-    const open = async () => {
-      await page.goto(`${base}/scripts/harness.html`);
-      await page.waitForFunction(() => window.harnessReady, { timeout: 120_000 });
-    };
+    const { page, open } = await harnessPage(browser, log);
     const source = `/models.json#${TINY}`;
     await open();
     const first = await page.evaluate(loadAndScore, { source, STATES });
@@ -75,12 +81,7 @@ test("Firefox: a prefix kept on one visit is restored after a reload without a p
   const browser = await launchFirefox();
   const log = [];
   try {
-    const page = await browser.newPage();
-    page.on("console", (m) => log.push(m.text()));
-    const open = async () => {
-      await page.goto(`${base}/scripts/harness.html`);
-      await page.waitForFunction(() => window.harnessReady, { timeout: 120_000 });
-    };
+    const { page, open } = await harnessPage(browser, log);
     const args = { source: `/models.json#${TINY}`, backend: "cpu", PREFIX, STATES, n: 2 };
     await open();
     const first = await page.evaluate(keptRun, args);
