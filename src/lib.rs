@@ -45,10 +45,9 @@ pub use crate::core::spec::mode::{
     Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice,
 };
 pub use crate::core::spec::prefix::{Example, PrefixSpec};
+pub use crate::core::spec::request::{Readout, ReadoutRequest};
 pub use crate::core::{CoreError, ErrorInfo};
-pub use crate::engine::{
-    Engine, EngineError, EngineInfo, ModelAssets, PrefixId, ScoreOptions, StateId,
-};
+pub use crate::engine::{Engine, EngineError, EngineInfo, ModelAssets, PrefixId, StateId};
 #[cfg(not(target_arch = "wasm32"))]
 pub use crate::export::ExportError;
 pub use crate::gpu::GpuError;

@@ -11,11 +11,13 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::core::model::backend_choice::{cpu_order, fell_back, CpuRuntime};
 use crate::core::model::config::ModelConfig;
 use crate::core::model::models_json::{Catalog, Entry};
 use crate::core::spec::input_limits;
 use crate::core::spec::mode::{defaults_from_entry, ReadoutChoice};
 use crate::core::text::tokenizer::TextTokenizer;
+use crate::core::CoreError;
 use crate::engine::{Engine, EngineError, ModelAssets};
 use crate::kernels::Precision;
 use crate::runtime::any::AnyRuntime;
@@ -197,8 +199,13 @@ impl ModelDir {
 }
 
 /// Which runtime a native engine runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum RuntimeKind {
+    /// The browser's rule (`backend_choice::cpu_order`): an int4 graph on
+    /// our runtime, with ONNX Runtime behind it for a graph whose operators
+    /// ours lacks; a float graph on ONNX Runtime.
+    #[default]
+    Auto,
     /// ONNX Runtime 1.30 (the reference).
     Ort,
     /// Our own interpreter and int4 kernels.
@@ -220,7 +227,7 @@ pub struct HostOptions {
 impl Default for HostOptions {
     fn default() -> Self {
         Self {
-            runtime: RuntimeKind::Ort,
+            runtime: RuntimeKind::Auto,
             threads: NativeOptions::default().intra_threads,
             precision: Precision::Int8,
             pack: true,
@@ -231,31 +238,101 @@ impl Default for HostOptions {
 pub type HostEngine = Engine<AnyRuntime<NativeRuntime>>;
 
 impl ModelDir {
-    /// An engine over the runtime `opts` names, its proofs run.
+    /// An engine over the runtime `opts` names, its proofs run; under
+    /// `Auto`, the first of the rule's candidates that computes the graph,
+    /// and `info().runtime_reason` says which and why.
     pub async fn any_engine(&self, opts: &HostOptions) -> Result<HostEngine, EngineError> {
         let assets = self.assets()?;
         let config = ModelConfig::parse(&assets.config_json)?;
         let dims = config.kv_dims();
         self.check_external()?;
-        let runtime = match opts.runtime {
-            RuntimeKind::Ort => AnyRuntime::Onnx(NativeRuntime::load(
-                &self.graph,
-                &NativeOptions {
-                    intra_threads: opts.threads,
-                },
-                dims,
-            )?),
-            RuntimeKind::Own => AnyRuntime::Own(Box::new(own::load_file(
-                &self.graph,
-                &OwnOptions {
-                    threads: opts.threads,
-                    precision: opts.precision,
-                    pack: opts.pack,
-                },
-                dims,
-            )?)),
+        let candidates: Vec<(CpuRuntime, String)> = match opts.runtime {
+            RuntimeKind::Ort => {
+                vec![(CpuRuntime::OnnxRuntime, "ONNX Runtime was asked for".into())]
+            }
+            RuntimeKind::Own => vec![(
+                CpuRuntime::Ours,
+                "readout's own runtime was asked for".into(),
+            )],
+            RuntimeKind::Auto => {
+                let int4 = self.is_int4()?;
+                cpu_order(Some(int4))
+                    .into_iter()
+                    .map(|(r, _)| {
+                        let why = match (r, int4) {
+                            (CpuRuntime::Ours, _) => {
+                                "auto: an int4 graph runs on readout's own runtime"
+                            }
+                            (CpuRuntime::OnnxRuntime, true) => {
+                                "auto: ONNX Runtime runs what ours does not"
+                            }
+                            (CpuRuntime::OnnxRuntime, false) => {
+                                "auto: a float graph runs on ONNX Runtime"
+                            }
+                        };
+                        (r, why.to_string())
+                    })
+                    .collect()
+            }
         };
-        Engine::new(runtime, assets).await
+        let last = candidates.len().saturating_sub(1);
+        let mut refused: Option<(String, EngineError)> = None;
+        for (i, (which, mut reason)) in candidates.into_iter().enumerate() {
+            if let Some((first, e)) = refused.take() {
+                reason = fell_back(
+                    &first,
+                    "readout's own runtime",
+                    &e.to_string(),
+                    "ONNX Runtime",
+                );
+            }
+            let runtime = match which {
+                CpuRuntime::OnnxRuntime => NativeRuntime::load(
+                    &self.graph,
+                    &NativeOptions {
+                        intra_threads: opts.threads,
+                    },
+                    dims,
+                )
+                .map(AnyRuntime::Onnx)
+                .map_err(EngineError::from),
+                CpuRuntime::Ours => own::load_file(
+                    &self.graph,
+                    &OwnOptions {
+                        threads: opts.threads,
+                        precision: opts.precision,
+                        pack: opts.pack,
+                    },
+                    dims,
+                )
+                .map(|r| AnyRuntime::Own(Box::new(r)))
+                .map_err(EngineError::from),
+            };
+            match runtime {
+                Err(e) if i < last && e.info().code == "graph_unsupported" => {
+                    refused = Some((reason, e));
+                }
+                r => {
+                    let mut engine = Engine::new(r?, assets).await?;
+                    engine.set_runtime_reason(reason);
+                    return Ok(engine);
+                }
+            }
+        }
+        // `cpu_order` and the arms above never give an empty list.
+        Err(EngineError::Core(CoreError::BackendUnavailable {
+            backend: "auto",
+            reason: "the choice gave no runtime to try".into(),
+        }))
+    }
+
+    /// Whether the graph is int4 (MatMulNBits): what `RuntimeKind::Auto` decides on.
+    fn is_int4(&self) -> Result<bool, EngineError> {
+        let bytes = std::fs::read(&self.graph).map_err(|e| file_err(&self.graph, e.to_string()))?;
+        Ok(
+            crate::onnx_pb::op_types(&bytes)
+                .is_ok_and(|ops| ops.iter().any(|o| o == "MatMulNBits")),
+        )
     }
 }
 

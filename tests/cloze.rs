@@ -9,8 +9,8 @@ use common::*;
 use readout::core::read::cloze_math::cloze_probs;
 use readout::Criterion;
 use readout::Debias;
-use readout::{Calibration, ClozeScore, HeadStyle, Mode, PromptStyle};
-use readout::{EngineError, ScoreOptions};
+use readout::{Calibration, ClozeScore, Mode, PromptStyle};
+use readout::{EngineError, ReadoutRequest};
 
 const EVIDENCE: &str = "The invoice was paid in full on 3 March. The customer asked for a refund on the shipping fee, which was granted.";
 
@@ -29,19 +29,20 @@ fn crits() -> Vec<Criterion> {
     ]
 }
 
-fn cloze(calibration: Calibration) -> ScoreOptions {
-    ScoreOptions {
-        mode: Mode::Cloze,
-        calibration,
-        ..ScoreOptions::default()
+fn cloze(calibration: Calibration) -> ReadoutRequest {
+    ReadoutRequest {
+        mode: Some(Mode::Cloze),
+        calibration: Some(calibration),
+        ..ReadoutRequest::default()
     }
 }
 
 /// The chat prompt, letters' default instruction.
-fn chat() -> HeadStyle {
-    HeadStyle {
-        prompt: PromptStyle::Chat,
-        mode: Mode::Letters,
+fn chat() -> ReadoutRequest {
+    ReadoutRequest {
+        prompt: Some(PromptStyle::Chat),
+        mode: Some(Mode::Letters),
+        ..ReadoutRequest::default()
     }
 }
 
@@ -66,11 +67,12 @@ fn cached_equals_uncached_in(dir: &std::path::Path, prompt: PromptStyle, bound: 
     let model = dir.display().to_string();
     let mut e = readout::open_engine(dir, &opts()).unwrap_or_else(|e| panic!("{model}: {e}"));
     block_on(async {
-        let style = HeadStyle {
-            prompt,
-            mode: Mode::Cloze,
+        let style = ReadoutRequest {
+            prompt: Some(prompt),
+            mode: Some(Mode::Cloze),
+            ..ReadoutRequest::default()
         };
-        let id = e.prefill_with(&state(EVIDENCE), style).await.unwrap();
+        let id = e.prefill_with(&state(EVIDENCE), &style).await.unwrap();
         for c in crits() {
             let cached = e.cloze_log_probs(id, &c, false).await.unwrap();
             let reference = e.cloze_log_probs(id, &c, true).await.unwrap();
@@ -168,10 +170,10 @@ fn a_second_state_with_the_same_criteria_runs_no_baseline() {
             .await
             .unwrap();
         for (mode, per_criterion) in [(Mode::Cloze, 1u64), (Mode::Letters, 1)] {
-            let opts = ScoreOptions {
-                mode,
-                calibration: Calibration::ContentFree,
-                ..ScoreOptions::default()
+            let opts = ReadoutRequest {
+                mode: Some(mode),
+                calibration: Some(Calibration::ContentFree),
+                ..ReadoutRequest::default()
             };
             let before = e.baselines_computed();
             let first = e.score_all(a, &crits(), &opts).await.unwrap();
@@ -200,10 +202,10 @@ fn a_second_state_with_the_same_criteria_runs_no_baseline() {
             );
         }
         // Cyclic letters need a baseline per rotation: 3 + 2 more, once.
-        let cyc = ScoreOptions {
-            calibration: Calibration::ContentFree,
-            debias: Debias::Cyclic,
-            ..ScoreOptions::default()
+        let cyc = ReadoutRequest {
+            calibration: Some(Calibration::ContentFree),
+            debias: Some(Debias::Cyclic),
+            ..ReadoutRequest::default()
         };
         let before = e.baselines_computed();
         e.score_all(a, &crits(), &cyc).await.unwrap();
@@ -235,8 +237,8 @@ fn calibrated_scores_are_the_baseline_subtracted() {
             let lp = e.cloze_log_probs(id, &c, false).await.unwrap();
             let base = e.cloze_log_probs(cf, &c, false).await.unwrap();
             for score in [ClozeScore::Sum, ClozeScore::Mean] {
-                let opts = ScoreOptions {
-                    cloze_score: score,
+                let opts = ReadoutRequest {
+                    cloze_score: Some(score),
                     ..cloze(Calibration::ContentFree)
                 };
                 let d = e.score(id, &c, &opts).await.unwrap();
@@ -246,15 +248,15 @@ fn calibrated_scores_are_the_baseline_subtracted() {
                 }
             }
             // Letters: p / p_baseline, renormalised.
-            let plain = e.score(id, &c, &ScoreOptions::default()).await.unwrap();
-            let lb = e.score(cf, &c, &ScoreOptions::default()).await.unwrap();
+            let plain = e.score(id, &c, &ReadoutRequest::default()).await.unwrap();
+            let lb = e.score(cf, &c, &ReadoutRequest::default()).await.unwrap();
             let cal = e
                 .score(
                     id,
                     &c,
-                    &ScoreOptions {
-                        calibration: Calibration::ContentFree,
-                        ..ScoreOptions::default()
+                    &ReadoutRequest {
+                        calibration: Some(Calibration::ContentFree),
+                        ..ReadoutRequest::default()
                     },
                 )
                 .await
@@ -289,7 +291,7 @@ fn refusals_are_named_and_the_engine_scores_after_each() {
         block_on(async {
             let id = e.prefill(&state(EVIDENCE)).await.unwrap();
             check(e.score(id, &crits()[0], &opts).await, &format!("mode cloze reads a log-probability at every option token's row, and model {model} is a {graph} graph"));
-            e.score(id, &crits()[0], &ScoreOptions::default())
+            e.score(id, &crits()[0], &ReadoutRequest::default())
                 .await
                 .unwrap();
         });
@@ -314,7 +316,7 @@ fn refusals_are_named_and_the_engine_scores_after_each() {
             e.score(
                 id,
                 &criterion("many", "Q?", &many[..21]),
-                &ScoreOptions::default(),
+                &ReadoutRequest::default(),
             )
             .await,
             "at most 20 are allowed in letters mode (letters A-T; cloze mode takes up to 64)",
@@ -334,8 +336,8 @@ fn refusals_are_named_and_the_engine_scores_after_each() {
             e.score(
                 id,
                 &crits()[0],
-                &ScoreOptions {
-                    debias: Debias::Cyclic,
+                &ReadoutRequest {
+                    debias: Some(Debias::Cyclic),
                     ..opts
                 },
             )
@@ -355,11 +357,11 @@ fn chat_without_a_template_or_with_a_bad_split_is_refused_by_name() {
     let mut e = readout::open_engine(&dir, &opts()).unwrap();
     block_on(async {
         check(
-            e.prefill_with(&state(EVIDENCE), chat()).await,
+            e.prefill_with(&state(EVIDENCE), &chat()).await,
             "has no chat template",
         );
         let id = e.prefill(&state(EVIDENCE)).await.unwrap();
-        e.score(id, &crits()[0], &ScoreOptions::default())
+        e.score(id, &crits()[0], &ReadoutRequest::default())
             .await
             .unwrap();
     });
@@ -376,7 +378,7 @@ fn chat_without_a_template_or_with_a_bad_split_is_refused_by_name() {
     let mut e = readout::open_engine(&dir, &opts()).unwrap();
     block_on(async {
         let s = state(EVIDENCE);
-        let id = e.prefill_with(&s, chat()).await.unwrap();
+        let id = e.prefill_with(&s, &chat()).await.unwrap();
         let c = criterion("q", "d?", &["yes", "no"]);
         let r = e.score(id, &c, &cloze(Calibration::None)).await;
         let msg = r.err().map(|x| x.to_string()).unwrap_or_default();
@@ -387,7 +389,7 @@ fn chat_without_a_template_or_with_a_bad_split_is_refused_by_name() {
             "{msg:?}"
         );
         // Letters' suffix ("Criterion: ...") is untouched by this template.
-        e.score(id, &c, &ScoreOptions::default()).await.unwrap();
+        e.score(id, &c, &ReadoutRequest::default()).await.unwrap();
         let plain = e.prefill(&s).await.unwrap();
         e.score(plain, &c, &cloze(Calibration::None)).await.unwrap();
     });
@@ -407,11 +409,12 @@ fn a_head_prefilled_for_cloze_carries_the_cloze_instruction() {
             instruction: Some(CLOZE_INSTRUCTION.to_string()),
             ..state(EVIDENCE)
         };
-        let for_cloze = HeadStyle {
-            prompt: PromptStyle::Plain,
-            mode: Mode::Cloze,
+        let for_cloze = ReadoutRequest {
+            prompt: Some(PromptStyle::Plain),
+            mode: Some(Mode::Cloze),
+            ..ReadoutRequest::default()
         };
-        let a = e.prefill_with(&bare, for_cloze).await.unwrap();
+        let a = e.prefill_with(&bare, &for_cloze).await.unwrap();
         let b = e.prefill(&given).await.unwrap();
         let letters = e.prefill(&bare).await.unwrap();
         assert_eq!(e.head_tokens(a).unwrap(), e.head_tokens(b).unwrap());

@@ -11,7 +11,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use common::{criterion, model_path, Q4};
-use readout::{open_host_engine, HostOptions, Precision, RuntimeKind, ScoreOptions};
+use readout::{open_host_engine, HostOptions, Precision, ReadoutRequest, RuntimeKind};
 
 const RUNTIMES: [RuntimeKind; 2] = [RuntimeKind::Ort, RuntimeKind::Own];
 
@@ -43,7 +43,7 @@ fn probs(dir: &Path, runtime: RuntimeKind) -> Vec<f64> {
     let c = criterion("late", "Did the parcel arrive late?", &["Yes", "No"]);
     let d = pollster::block_on(async {
         let id = e.prefill(&state).await?;
-        e.score(id, &c, &ScoreOptions::default()).await
+        e.score(id, &c, &ReadoutRequest::default()).await
     })
     .unwrap();
     d.probs.iter().map(|p| p.p).collect()

@@ -6,8 +6,8 @@ use common::*;
 use readout::core::read::slots::{read_slots, HeadColumns};
 use readout::engine::convention::Convention;
 use readout::Debias;
+use readout::ReadoutRequest;
 use readout::Runtime;
-use readout::ScoreOptions;
 
 const EVIDENCE: &str = "Order 4471 was placed on Tuesday by Dana Whitfield. It contains two blue kettles and one \
 toaster, ships from the Leeds warehouse, and was paid by card. The customer asked for delivery after 5 pm.";
@@ -55,10 +55,10 @@ fn cached_equals_uncached(model: &str, tol: f64) {
         for (k, s) in fixture().iter().take(4).enumerate() {
             let id = e.prefill(s).await.unwrap();
             let debias = if k == 0 { Debias::Cyclic } else { Debias::None };
-            let opts = ScoreOptions {
-                debias,
-                allowed_mass: true,
-                ..ScoreOptions::default()
+            let opts = ReadoutRequest {
+                debias: Some(debias),
+                allowed_mass: Some(true),
+                ..ReadoutRequest::default()
             };
             for c in &s.criteria {
                 let cached = e.score(id, c, &opts).await.unwrap();
@@ -165,7 +165,7 @@ fn readslots_agrees_on_full_last_and_pruned_views_of_real_logits() {
 fn bad_input_is_named_and_the_engine_stays_usable() {
     let mut e = engine(Q4);
     let ok = crits()[0].clone();
-    let opts = ScoreOptions::default();
+    let opts = ReadoutRequest::default();
     block_on(async {
         let id = e.prefill(&state(EVIDENCE)).await.unwrap();
         let baseline = e.score(id, &ok, &opts).await.unwrap();
@@ -254,15 +254,15 @@ fn debias_scores_every_rotation_and_reports_stability() {
     block_on(async {
         let id = e.prefill(&state(EVIDENCE)).await.unwrap();
         for c in crits() {
-            let plain = e.score(id, &c, &ScoreOptions::default()).await.unwrap();
+            let plain = e.score(id, &c, &ReadoutRequest::default()).await.unwrap();
             let deb = e
                 .score(
                     id,
                     &c,
-                    &ScoreOptions {
-                        debias: Debias::Cyclic,
-                        allowed_mass: true,
-                        ..ScoreOptions::default()
+                    &ReadoutRequest {
+                        debias: Some(Debias::Cyclic),
+                        allowed_mass: Some(true),
+                        ..ReadoutRequest::default()
                     },
                 )
                 .await

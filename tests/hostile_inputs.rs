@@ -4,12 +4,12 @@
 mod common;
 
 use common::{criterion, engine, state, Q4};
-use readout::ScoreOptions;
+use readout::ReadoutRequest;
 
 #[test]
 fn ten_megabytes_of_evidence_are_refused_from_their_first_pieces_and_the_engine_goes_on() {
     let mut e = engine(Q4);
-    let opts = ScoreOptions::default();
+    let opts = ReadoutRequest::default();
     let c = criterion("late", "Did the parcel arrive late?", &["Yes", "No"]);
     pollster::block_on(async {
         let id = e
@@ -49,7 +49,7 @@ fn ten_megabytes_of_evidence_are_refused_from_their_first_pieces_and_the_engine_
 #[test]
 fn a_call_of_a_hundred_thousand_criteria_is_refused_with_its_limit_before_any_run() {
     let mut e = engine(Q4);
-    let opts = ScoreOptions::default();
+    let opts = ReadoutRequest::default();
     pollster::block_on(async {
         let id = e
             .prefill(&state("The parcel arrived two days late."))
@@ -122,7 +122,7 @@ fn still_scores(runtime: readout::RuntimeKind) {
         let id = e
             .prefill(&state("The parcel arrived two days late."))
             .await?;
-        e.score(id, &c, &ScoreOptions::default()).await
+        e.score(id, &c, &ReadoutRequest::default()).await
     })
     .unwrap();
     assert_eq!(d.probs.len(), 2);

@@ -557,7 +557,10 @@ const MAY_IMPORT: &[(&str, &[&str])] = &[
         &["core", "gpu", "kernels", "onnx_pb", "platform"],
     ),
     ("engine", &["core", "runtime"]),
-    ("model_dir", &["core", "engine", "kernels", "runtime"]),
+    (
+        "model_dir",
+        &["core", "engine", "kernels", "onnx_pb", "runtime"],
+    ),
     (
         "export",
         &["core", "engine", "model_dir", "onnx_pb", "runtime"],

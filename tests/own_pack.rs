@@ -14,9 +14,9 @@ use readout::runtime::{Branch, Runtime, RuntimeError};
 use readout::Debias;
 use readout::Decision;
 use readout::Precision;
-use readout::ScoreOptions;
+use readout::ReadoutRequest;
 use readout::{open_host_engine, HostEngine, HostOptions, RuntimeKind};
-use readout::{Calibration, HeadStyle, Mode, PromptStyle};
+use readout::{Calibration, Mode, PromptStyle};
 use std::path::Path;
 
 fn engine(dir: &Path, precision: Precision, pack: bool) -> HostEngine {
@@ -33,20 +33,21 @@ fn engine(dir: &Path, precision: Precision, pack: bool) -> HostEngine {
 }
 
 /// What a readout mode asks: the head style and the score options.
-fn modes(stock: bool) -> Vec<(&'static str, HeadStyle, ScoreOptions)> {
-    let plain = |mode| HeadStyle {
-        prompt: PromptStyle::Plain,
-        mode,
+fn modes(stock: bool) -> Vec<(&'static str, ReadoutRequest, ReadoutRequest)> {
+    let plain = |mode| ReadoutRequest {
+        prompt: Some(PromptStyle::Plain),
+        mode: Some(mode),
+        ..ReadoutRequest::default()
     };
     let mut m = vec![
-        ("letters", plain(Mode::Letters), ScoreOptions::default()),
+        ("letters", plain(Mode::Letters), ReadoutRequest::default()),
         (
             "letters cyclic content-free",
             plain(Mode::Letters),
-            ScoreOptions {
-                debias: Debias::Cyclic,
-                calibration: Calibration::ContentFree,
-                ..ScoreOptions::default()
+            ReadoutRequest {
+                debias: Some(Debias::Cyclic),
+                calibration: Some(Calibration::ContentFree),
+                ..ReadoutRequest::default()
             },
         ),
     ];
@@ -54,10 +55,10 @@ fn modes(stock: bool) -> Vec<(&'static str, HeadStyle, ScoreOptions)> {
         m.push((
             "cloze content-free",
             plain(Mode::Cloze),
-            ScoreOptions {
-                mode: Mode::Cloze,
-                calibration: Calibration::ContentFree,
-                ..ScoreOptions::default()
+            ReadoutRequest {
+                mode: Some(Mode::Cloze),
+                calibration: Some(Calibration::ContentFree),
+                ..ReadoutRequest::default()
             },
         ));
     }
@@ -102,8 +103,8 @@ fn packed_vs_separate(dir: &Path, precision: Precision, stock: bool) -> Diff {
     for (name, style, opts) in modes(stock) {
         let before = d.decisions;
         for state in fixture().into_iter().take(fixture_states()) {
-            let a = block_on(packed.prefill_with(&state, style)).unwrap();
-            let b = block_on(serial.prefill_with(&state, style)).unwrap();
+            let a = block_on(packed.prefill_with(&state, &style)).unwrap();
+            let b = block_on(serial.prefill_with(&state, &style)).unwrap();
             let da = block_on(packed.score_all(a, &state.criteria, &opts)).unwrap();
             let db = block_on(serial.score_all(b, &state.criteria, &opts)).unwrap();
             compare(&da, &db, &mut d);
@@ -189,9 +190,9 @@ fn a_branch_set_over_the_budget_is_split_into_passes() {
         })
         .collect();
     let state = state("The shipment left the warehouse on Monday and arrived on Thursday.");
-    let opts = ScoreOptions {
-        debias: Debias::Cyclic,
-        ..ScoreOptions::default()
+    let opts = ReadoutRequest {
+        debias: Some(Debias::Cyclic),
+        ..ReadoutRequest::default()
     };
     let a = block_on(packed.prefill(&state)).unwrap();
     let b = block_on(serial.prefill(&state)).unwrap();

@@ -7,8 +7,8 @@ mod common;
 
 use common::{criterion, fixture, model_path};
 use readout::{
-    Calibration, Example, HeadStyle, HostOptions, Mode, PrefixSpec, PromptStyle, RuntimeKind,
-    ScoreOptions, StateSpec,
+    Calibration, Example, HostOptions, Mode, PrefixSpec, PromptStyle, ReadoutRequest, RuntimeKind,
+    StateSpec,
 };
 
 fn host(runtime: RuntimeKind) -> HostOptions {
@@ -20,18 +20,19 @@ fn host(runtime: RuntimeKind) -> HostOptions {
     }
 }
 
-fn style(mode: Mode) -> HeadStyle {
-    HeadStyle {
-        mode,
-        prompt: PromptStyle::Plain,
+fn style(mode: Mode) -> ReadoutRequest {
+    ReadoutRequest {
+        mode: Some(mode),
+        prompt: Some(PromptStyle::Plain),
+        ..ReadoutRequest::default()
     }
 }
 
-fn opts(mode: Mode, calibration: Calibration) -> ScoreOptions {
-    ScoreOptions {
-        mode,
-        calibration,
-        ..ScoreOptions::default()
+fn opts(mode: Mode, calibration: Calibration) -> ReadoutRequest {
+    ReadoutRequest {
+        mode: Some(mode),
+        calibration: Some(calibration),
+        ..ReadoutRequest::default()
     }
 }
 
@@ -68,10 +69,13 @@ fn built_on_a_prefix_equals_whole(model: &str, runtime: RuntimeKind) -> f64 {
             (Mode::Letters, Calibration::None),
             (Mode::Cloze, Calibration::ContentFree),
         ] {
-            let p = e.prefix(&PrefixSpec::default(), style(mode)).await.unwrap();
+            let p = e
+                .prefix(&PrefixSpec::default(), &style(mode))
+                .await
+                .unwrap();
             for s in states.iter().take(3) {
                 let o = opts(mode, cal);
-                let whole = e.prefill_with(&bare(s), style(mode)).await.unwrap();
+                let whole = e.prefill_with(&bare(s), &style(mode)).await.unwrap();
                 let a = probs(&e.score_all(whole, &s.criteria, &o).await.unwrap());
                 let on = e.prefill_on(p, &bare(s)).await.unwrap();
                 assert_eq!(e.head_tokens(on).unwrap(), e.head_tokens(whole).unwrap());
@@ -82,7 +86,7 @@ fn built_on_a_prefix_equals_whole(model: &str, runtime: RuntimeKind) -> f64 {
                 e.extend(on, line).await.unwrap();
                 let mut longer = bare(s);
                 longer.evidence = format!("{}\n{line}", s.evidence);
-                let whole2 = e.prefill_with(&longer, style(mode)).await.unwrap();
+                let whole2 = e.prefill_with(&longer, &style(mode)).await.unwrap();
                 assert_eq!(e.head_tokens(on).unwrap(), e.head_tokens(whole2).unwrap());
                 let c = probs(&e.score_all(whole2, &s.criteria, &o).await.unwrap());
                 let d = probs(&e.score_all(on, &s.criteria, &o).await.unwrap());
@@ -141,14 +145,14 @@ fn worked_examples_in_a_prefix_score_as_one_uncached_forward_of_the_same_ids() {
                     instruction: Some("Judge the evidence.".into()),
                     examples: examples(),
                 };
-                let p = e.prefix(&spec, style(mode)).await.unwrap();
+                let p = e.prefix(&spec, &style(mode)).await.unwrap();
                 let bare_p = e
                     .prefix(
                         &PrefixSpec {
                             examples: vec![],
                             ..spec.clone()
                         },
-                        style(mode),
+                        &style(mode),
                     )
                     .await
                     .unwrap();
@@ -175,7 +179,7 @@ async fn still(e: &mut readout::HostEngine, p: readout::PrefixId, c: &readout::C
         .prefill_on(p, &common::state("The parcel arrived two days late."))
         .await
         .unwrap();
-    let d = e.score(s, c, &ScoreOptions::default()).await.unwrap();
+    let d = e.score(s, c, &ReadoutRequest::default()).await.unwrap();
     assert_eq!(d.probs.len(), 2);
     e.dispose(s).unwrap();
 }
@@ -185,10 +189,10 @@ fn bad_prefixes_and_extensions_are_refused_by_name_and_the_engine_scores_after_e
     let mut e =
         readout::open_host_engine(&model_path(common::Q4), &host(RuntimeKind::Own)).unwrap();
     let c = criterion("late", "Did the parcel arrive late?", &["Yes", "No"]);
-    let o = ScoreOptions::default();
+    let o = ReadoutRequest::default();
     pollster::block_on(async {
         let p = e
-            .prefix(&PrefixSpec::default(), style(Mode::Letters))
+            .prefix(&PrefixSpec::default(), &style(Mode::Letters))
             .await
             .unwrap();
         // Evidence whose first characters merge with the prefix's last token.
@@ -262,16 +266,16 @@ fn a_prefix_kept_and_restored_by_a_new_engine_decides_bit_for_bit() {
         let mut a = keyed(model, rt, "files-1");
         pollster::block_on(async {
             for mode in [Mode::Letters, Mode::Cloze] {
-                let p = a.prefix(&rubric(), style(mode)).await.unwrap();
+                let p = a.prefix(&rubric(), &style(mode)).await.unwrap();
                 let bytes = a.export_prefix(p).await.unwrap();
                 // A later visit: another engine on the same files.
                 let mut b = keyed(model, rt, "files-1");
                 assert_eq!(
-                    a.prefix_key(&rubric(), style(mode)).unwrap(),
-                    b.prefix_key(&rubric(), style(mode)).unwrap()
+                    a.prefix_key(&rubric(), &style(mode)).unwrap(),
+                    b.prefix_key(&rubric(), &style(mode)).unwrap()
                 );
                 let q = b
-                    .restore_prefix(&bytes, Some((&rubric(), style(mode))))
+                    .restore_prefix(&bytes, Some((&rubric(), &style(mode))))
                     .await
                     .unwrap();
                 assert_eq!(b.prefix_tokens(q).unwrap(), a.prefix_tokens(p).unwrap());
@@ -298,7 +302,7 @@ fn a_kept_prefix_from_elsewhere_or_damaged_is_refused_by_field_and_the_engine_sc
     let c = criterion("late", "Did the parcel arrive late?", &["Yes", "No"]);
     let mut a = keyed(common::Q4, RuntimeKind::Own, "files-1");
     pollster::block_on(async {
-        let p = a.prefix(&rubric(), style(Mode::Letters)).await.unwrap();
+        let p = a.prefix(&rubric(), &style(Mode::Letters)).await.unwrap();
         let bytes = a.export_prefix(p).await.unwrap();
         let mut b = keyed(common::Q4, RuntimeKind::Own, "files-1");
         let field = |r: Result<readout::PrefixId, readout::EngineError>| match r {
@@ -308,11 +312,14 @@ fn a_kept_prefix_from_elsewhere_or_damaged_is_refused_by_field_and_the_engine_sc
             }
             Ok(_) => "accepted".into(),
         };
-        let letters = Some((&rubric(), style(Mode::Letters)));
+        let letters = Some((&rubric(), &style(Mode::Letters)));
         // Another model's files.
         let mut other = keyed(common::Q4, RuntimeKind::Own, "files-2");
         assert_eq!(field(other.restore_prefix(&bytes, letters).await), "model");
-        let fresh = other.prefix(&rubric(), style(Mode::Letters)).await.unwrap();
+        let fresh = other
+            .prefix(&rubric(), &style(Mode::Letters))
+            .await
+            .unwrap();
         still(&mut other, fresh, &c).await;
         // Another runtime (ONNX Runtime computes other bits).
         let mut ort = keyed(common::Q4, RuntimeKind::Ort, "files-1");
@@ -325,21 +332,22 @@ fn a_kept_prefix_from_elsewhere_or_damaged_is_refused_by_field_and_the_engine_sc
         older[at + 10] = b'9';
         assert_eq!(field(b.restore_prefix(&older, letters).await), "engine");
         // Another prompt, another mode, another instruction.
-        let chat = HeadStyle {
-            mode: Mode::Letters,
-            prompt: PromptStyle::Chat,
+        let chat = ReadoutRequest {
+            mode: Some(Mode::Letters),
+            prompt: Some(PromptStyle::Chat),
+            ..ReadoutRequest::default()
         };
         assert_eq!(
-            field(b.restore_prefix(&bytes, Some((&rubric(), chat))).await),
+            field(b.restore_prefix(&bytes, Some((&rubric(), &chat))).await),
             "prompt"
         );
-        let cloze = Some((&rubric(), style(Mode::Cloze)));
+        let cloze = Some((&rubric(), &style(Mode::Cloze)));
         assert_eq!(field(b.restore_prefix(&bytes, cloze).await), "mode");
         let told = PrefixSpec {
             instruction: Some("Answer with care.".into()),
             examples: examples(),
         };
-        let other_text = Some((&told, style(Mode::Letters)));
+        let other_text = Some((&told, &style(Mode::Letters)));
         assert_eq!(field(b.restore_prefix(&bytes, other_text).await), "ids");
         // Truncated: refused by its size before anything is allocated.
         let err = b

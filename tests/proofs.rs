@@ -13,7 +13,7 @@ use readout::export::onnx_pb::{
 use readout::runtime::native::{NativeKv, NativeRuntime};
 use readout::runtime::{KvImage, KvView, RunOutput, Runtime, RuntimeError, Signature, Step};
 use readout::{open_engine, ModelDir};
-use readout::{Engine, ModelAssets, ScoreOptions};
+use readout::{Engine, ModelAssets, ReadoutRequest};
 
 /// The fault a runtime shows.
 #[derive(Clone, Copy)]
@@ -165,7 +165,7 @@ fn a_runtime_that_faults_on_long_runs_is_run_in_chunks_and_stays_exact() {
     // equal a sound runtime's on the fixture's first states.
     let mut sound = open_engine(&model_path(Q4), &opts()).unwrap();
     assert_eq!(sound.proof().run_limit, 217);
-    let so = ScoreOptions::default();
+    let so = ReadoutRequest::default();
     let mut worst: f64 = 0.0;
     for s in fixture().iter().take(3) {
         let (a, b) = (

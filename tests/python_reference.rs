@@ -7,7 +7,7 @@ mod common;
 use std::process::Command;
 
 use common::*;
-use readout::ScoreOptions;
+use readout::ReadoutRequest;
 
 #[test]
 fn engine_matches_python_onnxruntime_on_the_fixture() {
@@ -45,7 +45,7 @@ fn engine_matches_python_onnxruntime_on_the_fixture() {
             let decisions = block_on(async {
                 let id = e.prefill(&s).await.unwrap();
                 let d = e
-                    .score_all(id, &s.criteria, &ScoreOptions::default())
+                    .score_all(id, &s.criteria, &ReadoutRequest::default())
                     .await
                     .unwrap();
                 e.dispose(id).unwrap();

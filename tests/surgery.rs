@@ -12,7 +12,7 @@ use readout::export::find_head::{find_embeddings, find_head, Sharing};
 use readout::export::graph::OnnxModel;
 use readout::export::inspect::inspect;
 use readout::export::passes::{prune, trim};
-use readout::ScoreOptions;
+use readout::ReadoutRequest;
 use readout::StateSpec;
 use readout::{open_engine, ModelDir};
 
@@ -33,9 +33,9 @@ fn decisions(dir: &Path, states: &[StateSpec]) -> Vec<Vec<f64>> {
         for s in states {
             let id = e.prefill(s).await.unwrap();
             for c in &s.criteria {
-                let d = e.score(id, c, &ScoreOptions::default()).await.unwrap();
+                let d = e.score(id, c, &ReadoutRequest::default()).await.unwrap();
                 let fresh = e
-                    .score_uncached(id, c, &ScoreOptions::default())
+                    .score_uncached(id, c, &ReadoutRequest::default())
                     .await
                     .unwrap();
                 assert_eq!(
@@ -136,7 +136,7 @@ fn trim_prune_in_either_order_keep_decisions() {
         block_on(async {
             let id = e.prefill(&states[0]).await.unwrap();
             let d = e
-                .score(id, &states[0].criteria[0], &ScoreOptions::default())
+                .score(id, &states[0].criteria[0], &ReadoutRequest::default())
                 .await
                 .unwrap();
             assert!(d.allowed_mass.is_none());

@@ -32,9 +32,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use readout::host::{machine, today};
-use readout::{
-    HeadStyle, HostOptions, Mode, PrefixSpec, PromptStyle, RuntimeKind, ScoreOptions, StateSpec,
-};
+use readout::{HostOptions, Mode, PrefixSpec, PromptStyle, ReadoutRequest, RuntimeKind, StateSpec};
 use serde_json::json;
 
 use common::Args;
@@ -133,11 +131,12 @@ fn main() {
     if texts_only {
         return;
     }
-    let style = HeadStyle {
-        mode: Mode::Letters,
-        prompt: PromptStyle::Plain,
+    let style = &ReadoutRequest {
+        mode: Some(Mode::Letters),
+        prompt: Some(PromptStyle::Plain),
+        ..ReadoutRequest::default()
     };
-    let so = ScoreOptions::default();
+    let so = ReadoutRequest::default();
     let mut results = Vec::new();
     let runtimes = match (profile.is_some(), only.as_deref()) {
         (true, _) | (false, Some("own")) => vec![RuntimeKind::Own],

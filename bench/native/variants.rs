@@ -22,7 +22,7 @@ use readout::core::text::tokenizer::TextTokenizer;
 use readout::export::commands::{run, Op};
 use readout::host::{machine, today};
 use readout::Precision;
-use readout::ScoreOptions;
+use readout::ReadoutRequest;
 use readout::{open_host_engine, HostEngine, HostOptions, RuntimeKind};
 use readout::{Criterion, StateSpec};
 use serde_json::json;
@@ -148,6 +148,7 @@ fn main() {
     let name = |k: RuntimeKind| match k {
         RuntimeKind::Ort => "onnxruntime",
         RuntimeKind::Own => "own",
+        RuntimeKind::Auto => "auto",
     };
 
     for base in &bases {
@@ -195,8 +196,8 @@ fn main() {
             criteria: vec![],
         };
         eprintln!("bench {base}: prefix {prefix_tokens} tokens, suffix {suffix_tokens} tokens, {rounds} rounds, {threads} threads");
-        let so = ScoreOptions {
-            allowed_mass: false,
+        let so = ReadoutRequest {
+            allowed_mass: Some(false),
             ..Default::default()
         };
         let mut ids = Vec::new();

@@ -58,12 +58,15 @@ def report(rows):
 
 class Engine:
     """A model loaded and proven: ``model`` is a model folder, a graph file
-    or ``models.json#<id>``; ``runtime`` is ``"ort"`` (ONNX Runtime) or
-    ``"own"`` (readout's own kernels); ``threads`` defaults to every core.
+    or ``models.json#<id>``; ``runtime`` is ``"auto"`` (an int4 graph on
+    readout's own kernels, ONNX Runtime when they lack an operator or the
+    graph is float: the browser's rule), ``"ort"`` (ONNX Runtime) or
+    ``"own"``; ``info()["runtime_reason"]`` says which and why;
+    ``threads`` defaults to every core.
     Options left out take the model's ``models.json`` defaults, as the CLI's
     flags do (``info()["readout_defaults"]`` says which)."""
 
-    def __init__(self, model, runtime="ort", threads=None):
+    def __init__(self, model, runtime="auto", threads=None):
         self._native = _call(_NativeEngine, str(model), runtime, threads)
 
     def info(self):

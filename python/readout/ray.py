@@ -326,7 +326,7 @@ def _progress(total, done_before):
     return show
 
 
-def score(inputs, output, model, *, runtime="ort", actors=None, cpus_per_actor=1, block_bytes=BLOCK_BYTES,
+def score(inputs, output, model, *, runtime="auto", actors=None, cpus_per_actor=1, block_bytes=BLOCK_BYTES,
           format="jsonl", progress=None, **readout):
     """Scores every state of ``inputs`` (JSONL or Parquet files, or folders
     of them) on a Ray cluster (``ray.init()`` first; a local one is started

@@ -17,8 +17,8 @@ use serde_json::Value;
 use readout::core::spec::criteria::{check_criterion, check_fields};
 use readout::model_dir::{entry_readout, open_model};
 use readout::{
-    Calibration, ClozeScore, Criterion, Debias, ErrorInfo, HostEngine, HostOptions, Mode,
-    PromptStyle, RuntimeKind, ScoreOptions, StateId, StateSpec,
+    Criterion, ErrorInfo, HostEngine, HostOptions, ReadoutRequest, RuntimeKind, StateId,
+    StateSpec,
 };
 
 pyo3::create_exception!(
@@ -59,37 +59,16 @@ fn invalid(what: &str, e: impl std::fmt::Display) -> Refusal {
     )
 }
 
-/// The readout a call asks for; a field left out takes the model's default
-/// (its models.json entry's, else the rule's), as the CLI's flags do.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Options {
-    mode: Option<Mode>,
-    cloze_score: Option<ClozeScore>,
-    calibration: Option<Calibration>,
-    debias: Option<Debias>,
-    prompt: Option<PromptStyle>,
-}
-
-impl Options {
-    fn parse(json: &str) -> Result<Self, Refusal> {
-        serde_json::from_str(json).map_err(|e| {
-            refusal(
-                format!("options: {e}"),
-                ErrorInfo::new("invalid_option").field("options"),
-            )
-        })
-    }
-
-    fn score(&self, e: &HostEngine) -> ScoreOptions {
-        // As the CLI's flags do (`readout score`).
-        ScoreOptions::of(
-            e.readout_defaults()
-                .with(self.mode, self.cloze_score, self.calibration, None),
-            self.debias.unwrap_or_default(),
-            true,
+/// A call's options parsed into the engine's one request type; a field
+/// left out is the engine's to decide (`ReadoutRequest::resolve`), as the
+/// CLI's flags and the browser's options are.
+fn request_from(json: &str) -> Result<ReadoutRequest, Refusal> {
+    serde_json::from_str(json).map_err(|e| {
+        refusal(
+            format!("options: {e}"),
+            ErrorInfo::new("invalid_option").field("options"),
         )
-    }
+    })
 }
 
 /// One state from its JSON value: field names checked (a typo is named),
@@ -151,10 +130,11 @@ impl NativeEngine {
 
 fn runtime_kind(runtime: &str) -> Result<RuntimeKind, Refusal> {
     match runtime {
+        "auto" => Ok(RuntimeKind::Auto),
         "ort" => Ok(RuntimeKind::Ort),
         "own" => Ok(RuntimeKind::Own),
         other => Err(refusal(
-            format!("runtime {other:?}: \"ort\" (ONNX Runtime) or \"own\" (readout's own kernels)"),
+            format!("runtime {other:?}: \"auto\" (an int4 graph on readout's own kernels, a float graph on ONNX Runtime), \"ort\" (ONNX Runtime) or \"own\" (readout's own kernels)"),
             ErrorInfo::new("invalid_option").field("runtime"),
         )),
     }
@@ -165,7 +145,7 @@ impl NativeEngine {
     /// Loads `model` (a model folder, a graph file, or `models.json#id`)
     /// and runs the load-time proofs.
     #[new]
-    #[pyo3(signature = (model, runtime = "ort", threads = None))]
+    #[pyo3(signature = (model, runtime = "auto", threads = None))]
     fn new(py: Python<'_>, model: PathBuf, runtime: &str, threads: Option<f64>) -> PyResult<Self> {
         let mut opts = HostOptions {
             runtime: runtime_kind(runtime).map_err(raise)?,
@@ -217,11 +197,10 @@ impl NativeEngine {
     fn prefill(&self, py: Python<'_>, state: &str, options: &str) -> PyResult<u64> {
         let value: Value = serde_json::from_str(state).map_err(|e| raise(invalid("state", e)))?;
         let spec = state_from(value).map_err(raise)?;
-        let opts = Options::parse(options).map_err(raise)?;
+        let req = request_from(options).map_err(raise)?;
         py.detach(|| {
             let mut e = self.lock();
-            let style = e.readout_defaults().head_style(opts.prompt, opts.mode);
-            pollster::block_on(e.prefill_with(&spec, style)).map(|id| id.0)
+            pollster::block_on(e.prefill_with(&spec, &req)).map(|id| id.0)
         })
         .map_err(|e| raise(engine_err(e)))
     }
@@ -230,12 +209,11 @@ impl NativeEngine {
     #[pyo3(signature = (state, criteria, options = "{}"))]
     fn score(&self, py: Python<'_>, state: u64, criteria: &str, options: &str) -> PyResult<String> {
         let criteria = criteria_from(criteria).map_err(raise)?;
-        let opts = Options::parse(options).map_err(raise)?;
+        let req = request_from(options).map_err(raise)?;
         let decisions = py
             .detach(|| {
                 let mut e = self.lock();
-                let so = opts.score(&e);
-                pollster::block_on(e.score_all(StateId(state), &criteria, &so))
+                pollster::block_on(e.score_all(StateId(state), &criteria, &req))
             })
             .map_err(|e| raise(engine_err(e)))?;
         serde_json::to_string(&decisions).map_err(|e| raise(invalid("decisions", e)))
@@ -255,11 +233,9 @@ impl NativeEngine {
     fn score_many(&self, py: Python<'_>, states: &str, options: &str) -> PyResult<String> {
         let values: Vec<Value> =
             serde_json::from_str(states).map_err(|e| raise(invalid("states", e)))?;
-        let opts = Options::parse(options).map_err(raise)?;
+        let req = request_from(options).map_err(raise)?;
         let out = py.detach(|| {
             let mut e = self.lock();
-            let so = opts.score(&e);
-            let style = e.readout_defaults().head_style(opts.prompt, opts.mode);
             values
                 .into_iter()
                 .map(|v| {
@@ -269,8 +245,8 @@ impl NativeEngine {
                         Err(error) => return Outcome::Refused { state: id, error },
                     };
                     let scored = pollster::block_on(async {
-                        let sid = e.prefill_with(&spec, style).await?;
-                        let d = e.score_all(sid, &spec.criteria, &so).await;
+                        let sid = e.prefill_with(&spec, &req).await?;
+                        let d = e.score_all(sid, &spec.criteria, &req).await;
                         e.dispose(sid)?;
                         d
                     });
@@ -300,7 +276,7 @@ impl NativeEngine {
 /// a bulk job refuses a bad value before it starts a worker.
 #[pyfunction]
 fn check_options(options: &str) -> PyResult<()> {
-    Options::parse(options).map(|_| ()).map_err(raise)
+    request_from(options).map(|_| ()).map_err(raise)
 }
 
 /// One row of an evaluation: a decision and the gold answer it is judged

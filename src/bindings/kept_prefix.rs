@@ -12,8 +12,8 @@ use wasm_bindgen::prelude::*;
 use super::fetch::{await_js, call};
 use super::kept::settle;
 use super::Shared;
-use crate::core::spec::mode::HeadStyle;
 use crate::core::spec::prefix::PrefixSpec;
+use crate::core::spec::request::ReadoutRequest;
 use crate::engine::PrefixId;
 use crate::platform::js::get;
 use std::rc::Rc;
@@ -56,33 +56,26 @@ struct Meta {
     stored_at: f64,
 }
 
-/// `spec` in `style` from `entry`'s storage when a stored copy is accepted,
+/// `spec` as `req` asks from `entry`'s storage when a stored copy is accepted,
 /// else prefilled and stored. Returns the prefix, its tokens and the report.
 pub async fn kept_prefix(
     shared: &Rc<Shared>,
     entry: &str,
     spec: &PrefixSpec,
-    style: HeadStyle,
+    req: &ReadoutRequest,
     now: &dyn Fn() -> f64,
 ) -> Result<(PrefixId, usize, PrefixStorage), JsValue> {
     let keyed = shared
-        .with(async |e| Ok((e.prefix_key(spec, style), e.prefix_bytes_bound())))
+        .with(async |e| Ok((e.prefix_key(spec, req), e.prefix_bytes_bound())))
         .await?;
     let (file, bound) = match keyed {
         (Ok(k), Ok(b)) => (format!("prefix-{k}"), b),
-        (Err(e), _) | (_, Err(e)) => return prefill(shared, spec, style, now, e.to_string()).await,
+        (Err(e), _) | (_, Err(e)) => return prefill(shared, spec, req, now, e.to_string()).await,
     };
     let t0 = now();
     let why = match settle(store_read_bytes(entry, &file, bound as f64)).await {
         Err(e) => {
-            return prefill(
-                shared,
-                spec,
-                style,
-                now,
-                format!("storage unavailable: {e}"),
-            )
-            .await
+            return prefill(shared, spec, req, now, format!("storage unavailable: {e}")).await
         }
         Ok(v) if v.is_null() || v.is_undefined() => "no stored copy".to_string(),
         Ok(v) => {
@@ -95,7 +88,7 @@ pub async fn kept_prefix(
                 let n = bytes.len();
                 match shared
                     .with(async |e| {
-                        let id = e.restore_prefix(&bytes, Some((spec, style))).await?;
+                        let id = e.restore_prefix(&bytes, Some((spec, req))).await?;
                         Ok((id, e.prefix_tokens(id)?))
                     })
                     .await
@@ -127,7 +120,7 @@ pub async fn kept_prefix(
             }
         }
     };
-    let (id, tokens, mut report) = prefill(shared, spec, style, now, why).await?;
+    let (id, tokens, mut report) = prefill(shared, spec, req, now, why).await?;
     let bytes = shared.with(async |e| e.export_prefix(id).await).await;
     let stored = match bytes {
         Ok(b) => store(entry, &file, &b, tokens).await.map(|_| b.len()),
@@ -150,14 +143,14 @@ pub async fn kept_prefix(
 async fn prefill(
     shared: &Rc<Shared>,
     spec: &PrefixSpec,
-    style: HeadStyle,
+    req: &ReadoutRequest,
     now: &dyn Fn() -> f64,
     why: String,
 ) -> Result<(PrefixId, usize, PrefixStorage), JsValue> {
     let t0 = now();
     let (id, tokens) = shared
         .with(async |e| {
-            let id = e.prefix(spec, style).await?;
+            let id = e.prefix(spec, req).await?;
             Ok((id, e.prefix_tokens(id)?))
         })
         .await?;

@@ -10,14 +10,14 @@ use std::rc::Rc;
 use serde::Serialize;
 
 use super::build::build;
-use super::choose::probe_gpu;
+use super::choose::{graph_is_int4, probe_gpu};
 use super::error::LoadError;
 use super::fetch::Progress;
 use super::files::LoadedFile;
 use super::kept::StorageReport;
 use super::options::LoadOptions;
 use super::resolve::resolve;
-use crate::core::model::backend_choice::{Chosen, Requested};
+use crate::core::model::backend_choice::{fell_back, Chosen};
 use crate::core::model::config::ModelConfig;
 use crate::engine::Engine;
 use crate::runtime::any::AnyRuntime;
@@ -62,7 +62,7 @@ pub async fn load(
         persist: opts.persist,
         folders: opts.keep_folder_files,
     };
-    let (mut choice, files, keeper) = resolve(
+    let (candidates, files, keeper) = resolve(
         source,
         opts.backend,
         opts.allow_absolute_urls,
@@ -73,43 +73,51 @@ pub async fn load(
     .await?;
     let config = ModelConfig::parse(&files.config)?;
     let live = Rc::new(Cell::new(0));
-    let built = match build(
-        choice.backend,
-        &choice.model,
-        &files,
-        &config,
-        &opts,
-        device,
-        live.clone(),
-    )
-    .await
-    {
-        // `auto` chose our runtime for an int4 graph it turns out not to
-        // compute (onnx-community's exports spell attention out in ops it
-        // lacks): onnxruntime-web's WASM backend runs every op, so it runs
-        // the same bytes instead, and the reason says so.
-        Err(e)
-            if opts.backend == Requested::Auto
-                && choice.backend == Chosen::Cpu
-                && e.info().code == "graph_unsupported" =>
-        {
-            choice.reason = format!(
-                "{}; the cpu backend does not compute this graph ({e}), so the WASM backend runs it",
-                choice.reason
+    let int4 = candidates.iter().any(|c| c.only_int4) && graph_is_int4(&files);
+    let mut device = device;
+    // The candidates in the core's order: an `only_int4` one is passed over
+    // when the graph is float (the next one's reason says so), and one whose
+    // runtime refuses an operator (onnx-community's exports spell attention
+    // out in ops ours lacks) gives way to the next, which runs every op.
+    let mut refused: Option<(String, LoadError)> = None;
+    let mut tried = candidates
+        .into_iter()
+        .filter(|c| !c.only_int4 || int4)
+        .peekable();
+    let (choice, built) = loop {
+        let Some(mut choice) = tried.next() else {
+            // The core never gives an empty list, and the last candidate
+            // is never `only_int4`.
+            return Err(crate::core::CoreError::BackendUnavailable {
+                backend: "auto",
+                reason: "the choice gave no backend to try".into(),
+            }
+            .into());
+        };
+        if let Some((reason, e)) = refused.take() {
+            choice.reason = fell_back(
+                &reason,
+                "the cpu backend",
+                &e.to_string(),
+                "the WASM backend",
             );
-            choice.backend = Chosen::Wasm;
-            build(
-                Chosen::Wasm,
-                &choice.model,
-                &files,
-                &config,
-                &opts,
-                None,
-                live.clone(),
-            )
-            .await?
         }
-        r => r?,
+        let r = build(
+            choice.backend,
+            &choice.model,
+            &files,
+            &config,
+            &opts,
+            device.take(),
+            live.clone(),
+        )
+        .await;
+        match r {
+            Err(e) if tried.peek().is_some() && e.info().code == "graph_unsupported" => {
+                refused = Some((choice.reason, e));
+            }
+            r => break (choice, r?),
+        }
     };
     let mut engine = Engine::new(built.runtime, files.assets(&choice.model)).await?;
     if let Some(key) = &files.model_key {

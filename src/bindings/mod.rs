@@ -39,13 +39,11 @@ use wasm_bindgen_futures::future_to_promise;
 
 use self::convert::{core_err, engine_err, fixture_from_js, load_err, refuse, to_js};
 use self::load::LoadReport;
-use self::options::{load_options, prefill_options, JsScoreOptions};
+use self::options::{load_options, prefill_options, score_options};
 use crate::core::model::backend_choice::Requested;
-use crate::core::read::debias::Debias;
 use crate::core::spec::criteria::{Criterion, StateSpec};
-use crate::core::spec::mode::{Calibration, ClozeScore, Mode, PromptStyle};
 use crate::core::spec::prefix::PrefixSpec;
-use crate::engine::{EngineInfo, PrefixId, ScoreOptions, StateId};
+use crate::engine::{EngineInfo, PrefixId, StateId};
 use crate::platform::js::get;
 use load::WebEngine;
 
@@ -165,11 +163,10 @@ impl Engine {
         let shared = self.shared.clone();
         future_to_promise(async move {
             let spec: StateSpec = fixture_from_js(state, "state")?;
-            let (prompt, mode) = prefill_options(&options)?;
+            let req = prefill_options(&options)?;
             let (id, tokens) = shared
                 .with(async |e| {
-                    let style = e.readout_defaults().head_style(prompt, mode);
-                    let id = e.prefill_with(&spec, style).await?;
+                    let id = e.prefill_with(&spec, &req).await?;
                     Ok((id, e.head_tokens(id)?))
                 })
                 .await?;
@@ -191,14 +188,11 @@ impl Engine {
         let shared = self.shared.clone();
         future_to_promise(async move {
             let spec: PrefixSpec = fixture_from_js(spec, "prefix")?;
-            let (prompt, mode, keep) = options::prefix_options(&options)?;
-            let style = shared
-                .with(async |e| Ok(e.readout_defaults().head_style(prompt, mode)))
-                .await?;
+            let (req, keep) = options::prefix_options(&options)?;
             if keep {
                 let entry = shared.report.borrow().model.clone();
                 let (id, tokens, storage) =
-                    kept_prefix::kept_prefix(&shared, &entry, &spec, style, &now).await?;
+                    kept_prefix::kept_prefix(&shared, &entry, &spec, &req, &now).await?;
                 return Ok(Prefix {
                     shared,
                     id,
@@ -209,7 +203,7 @@ impl Engine {
             }
             let (id, tokens) = shared
                 .with(async |e| {
-                    let id = e.prefix(&spec, style).await?;
+                    let id = e.prefix(&spec, &req).await?;
                     Ok((id, e.prefix_tokens(id)?))
                 })
                 .await?;
@@ -243,13 +237,12 @@ impl Engine {
             } else {
                 Some(fixture_from_js(spec, "prefix")?)
             };
-            let (prompt, mode) = prefill_options(&options)?;
+            let req = prefill_options(&options)?;
             let bytes = bytes.to_vec();
             let (id, tokens) = shared
                 .with(async |e| {
-                    let style = e.readout_defaults().head_style(prompt, mode);
                     let id = e
-                        .restore_prefix(&bytes, spec.as_ref().map(|s| (s, style)))
+                        .restore_prefix(&bytes, spec.as_ref().map(|s| (s, &req)))
                         .await?;
                     Ok((id, e.prefix_tokens(id)?))
                 })
@@ -448,10 +441,8 @@ impl State {
         let (shared, id) = (self.shared.clone(), self.id);
         future_to_promise(async move {
             let c: Criterion = fixture_from_js(criterion, "criterion")?;
-            let o = JsScoreOptions::parse(&options)?;
-            let d = shared
-                .with(async |e| e.score(id, &c, &o.for_engine(e)).await)
-                .await?;
+            let req = score_options(&options)?;
+            let d = shared.with(async |e| e.score(id, &c, &req).await).await?;
             to_js(&d)
         })
     }
@@ -465,9 +456,9 @@ impl State {
         let (shared, id) = (self.shared.clone(), self.id);
         future_to_promise(async move {
             let cs: Vec<Criterion> = fixture_from_js(criteria, "criteria")?;
-            let o = JsScoreOptions::parse(&options)?;
+            let req = score_options(&options)?;
             let d = shared
-                .with(async |e| e.score_all(id, &cs, &o.for_engine(e)).await)
+                .with(async |e| e.score_all(id, &cs, &req).await)
                 .await?;
             to_js(&d)
         })

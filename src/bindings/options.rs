@@ -3,6 +3,7 @@
 
 use super::convert::{coded_err, refuse};
 use super::*;
+use crate::core::spec::request::ReadoutRequest;
 
 /// What `Engine.load` was asked for, read from its options object.
 pub struct LoadOptions {
@@ -140,18 +141,6 @@ pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>
     ))
 }
 
-/// The options as given; an unset field means the engine's default (the
-/// models.json entry's readout; `allowedMass`: when the head is unpruned),
-/// which only the engine knows.
-#[derive(Default)]
-pub(super) struct JsScoreOptions {
-    debias: Option<Debias>,
-    allowed_mass: Option<bool>,
-    mode: Option<Mode>,
-    cloze_score: Option<ClozeScore>,
-    calibration: Option<Calibration>,
-}
-
 pub(super) const SCORE_OPTION_FIELDS: &[&str] =
     &["debias", "allowedMass", "mode", "clozeScore", "calibration"];
 pub(super) const PREFILL_OPTION_FIELDS: &[&str] = &["prompt", "mode"];
@@ -215,42 +204,30 @@ pub(super) fn options_object(v: &JsValue, argument: &str, example: &str) -> Resu
     ))
 }
 
-impl JsScoreOptions {
-    pub(super) fn parse(v: &JsValue) -> Result<Self, JsValue> {
-        if v.is_undefined() || v.is_null() {
-            return Ok(Self::default());
-        }
-        options_object(v, "options", "{ mode: \"cloze\" }")?;
-        known_keys(v, "options", SCORE_OPTION_FIELDS)?;
-        let am = get(v, "allowedMass");
-        Ok(Self {
-            debias: enum_field(v, "debias", "\"none\", \"cyclic\"")?,
-            allowed_mass: (!am.is_undefined()).then(|| am.is_truthy()),
-            mode: enum_field(v, "mode", "\"letters\", \"cloze\"")?,
-            cloze_score: enum_field(v, "clozeScore", "\"sum\", \"mean\"")?,
-            calibration: enum_field(v, "calibration", "\"none\", \"content-free\"")?,
-        })
+/// A score call's options as a request; a field left out is the engine's
+/// to decide (`ReadoutRequest::resolve`).
+pub(super) fn score_options(v: &JsValue) -> Result<ReadoutRequest, JsValue> {
+    if v.is_undefined() || v.is_null() {
+        return Ok(ReadoutRequest::default());
     }
-
-    pub(super) fn for_engine(&self, e: &WebEngine) -> ScoreOptions {
-        ScoreOptions::of(
-            e.readout_defaults()
-                .with(self.mode, self.cloze_score, self.calibration, None),
-            self.debias.unwrap_or_default(),
-            self.allowed_mass.unwrap_or(!e.is_pruned()),
-        )
-    }
+    options_object(v, "options", "{ mode: \"cloze\" }")?;
+    known_keys(v, "options", SCORE_OPTION_FIELDS)?;
+    let am = get(v, "allowedMass");
+    Ok(ReadoutRequest {
+        debias: enum_field(v, "debias", "\"none\", \"cyclic\"")?,
+        allowed_mass: (!am.is_undefined()).then(|| am.is_truthy()),
+        mode: enum_field(v, "mode", "\"letters\", \"cloze\"")?,
+        cloze_score: enum_field(v, "clozeScore", "\"sum\", \"mean\"")?,
+        calibration: enum_field(v, "calibration", "\"none\", \"content-free\"")?,
+        prompt: None,
+    })
 }
 
-/// `{ prompt }` for a prefill; `None`: the engine's default.
-/// The prefill's options: what was given of the prompt style and the mode.
 /// `engine.prefix`'s options: a prefill's, and `keep` (store it across
 /// visits and restore it from there; off unless asked).
-pub(super) fn prefix_options(
-    v: &JsValue,
-) -> Result<(Option<PromptStyle>, Option<Mode>, bool), JsValue> {
+pub(super) fn prefix_options(v: &JsValue) -> Result<(ReadoutRequest, bool), JsValue> {
     if v.is_undefined() || v.is_null() {
-        return Ok((None, None, false));
+        return Ok((ReadoutRequest::default(), false));
     }
     options_object(v, "options", "{ mode: \"letters\", keep: true }")?;
     known_keys(v, "options", PREFIX_OPTION_FIELDS)?;
@@ -266,21 +243,24 @@ pub(super) fn prefix_options(
             ))
         }
     };
-    Ok((
-        enum_field(v, "prompt", "\"plain\", \"chat\"")?,
-        enum_field(v, "mode", "\"letters\", \"cloze\"")?,
-        keep,
-    ))
+    Ok((head_request(v)?, keep))
 }
 
-pub(super) fn prefill_options(v: &JsValue) -> Result<(Option<PromptStyle>, Option<Mode>), JsValue> {
+/// A prefill's options: what was given of the prompt style and the mode.
+pub(super) fn prefill_options(v: &JsValue) -> Result<ReadoutRequest, JsValue> {
     if v.is_undefined() || v.is_null() {
-        return Ok((None, None));
+        return Ok(ReadoutRequest::default());
     }
     options_object(v, "options", "{ prompt: \"chat\", mode: \"cloze\" }")?;
     known_keys(v, "options", PREFILL_OPTION_FIELDS)?;
-    Ok((
-        enum_field(v, "prompt", "\"plain\", \"chat\"")?,
-        enum_field(v, "mode", "\"letters\", \"cloze\"")?,
-    ))
+    head_request(v)
+}
+
+/// The fields a head is written in, as a request.
+fn head_request(v: &JsValue) -> Result<ReadoutRequest, JsValue> {
+    Ok(ReadoutRequest {
+        prompt: enum_field(v, "prompt", "\"plain\", \"chat\"")?,
+        mode: enum_field(v, "mode", "\"letters\", \"cloze\"")?,
+        ..ReadoutRequest::default()
+    })
 }

@@ -2,7 +2,6 @@
 //! to the backend chosen and the files fetched, with progress and integrity
 //! checks.
 
-use super::choose;
 use super::error::LoadError;
 use super::fetch::{fetch_text, resolve as resolve_url, Progress};
 use super::files::{dir_files, entry_files, Files};
@@ -28,7 +27,7 @@ pub(super) async fn resolve(
     gpu: &Gpu,
     keep: Keep,
     progress: Progress<'_>,
-) -> Result<(Choice, Files, Keeper), LoadError> {
+) -> Result<(Vec<Choice>, Files, Keeper), LoadError> {
     match source.split_once('#') {
         Some((cat, id)) => {
             let cat_url = resolve_url(cat, "")?;
@@ -40,18 +39,19 @@ pub(super) async fn resolve(
             // Before any file it names is fetched.
             catalog.check_urls(allow_absolute_urls)?;
             let entry = catalog.find(id)?;
-            let choice = choose(
+            let candidates = choose(
                 requested,
                 gpu,
                 &Model {
                     id: &entry.id,
                     needs_f16: entry.needs_f16(),
                     wasm_variant: entry.wasm_variant.as_deref(),
-                    int4: entry.int4(),
+                    int4: Some(entry.int4()),
                 },
             )?;
-            let chosen = catalog.find(&choice.model)?;
-            if choice.backend == Chosen::Cpu {
+            // Every candidate of one load reads the same model's files.
+            let chosen = catalog.find(&candidates[0].model)?;
+            if candidates[0].backend == Chosen::Cpu {
                 // The catalog says how large the graph is: a model our
                 // runtime could not hold is refused before its download.
                 let bytes = chosen
@@ -69,7 +69,7 @@ pub(super) async fn resolve(
             };
             let mut files = entry_files(chosen, &cat_url, &keeper, progress).await?;
             files.readout = chosen.readout;
-            Ok((choice, files, keeper))
+            Ok((candidates, files, keeper))
         }
         None => {
             use crate::core::model::layout::{names_graph, split_graph_path};
@@ -85,7 +85,18 @@ pub(super) async fn resolve(
                 (format!("{source}/"), None)
             };
             let base = resolve_url(&folder, "")?;
-            let first = choose::for_dir(source, requested, gpu)?;
+            // Before any download, so an explicit request that cannot run
+            // fails first; whether the graph is int4 is known once fetched.
+            let candidates = choose(
+                requested,
+                gpu,
+                &Model {
+                    id: source,
+                    needs_f16: false,
+                    wasm_variant: None,
+                    int4: None,
+                },
+            )?;
             // A folder gives no sizes or hashes to check a stored copy
             // against: kept only when asked, and checked by the server's
             // validators and the hash recorded when it was stored.
@@ -94,9 +105,8 @@ pub(super) async fn resolve(
             } else {
                 Keeper::off("a model folder's files are kept only with keepFolderFiles: true (they are checked by the server's ETag or Last-Modified, not a catalog's sha256)")
             };
-            let files = dir_files(&base, graph, &first, gpu, &keeper, progress).await?;
-            let choice = choose::for_fetched_dir(source, requested, gpu, first, &files)?;
-            Ok((choice, files, keeper))
+            let files = dir_files(&base, graph, &candidates[0], gpu, &keeper, progress).await?;
+            Ok((candidates, files, keeper))
         }
     }
 }

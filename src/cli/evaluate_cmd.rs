@@ -14,7 +14,7 @@ use crate::core::spec::criteria::parse_states;
 use crate::core::spec::mode::PromptStyle;
 use crate::core::spec::mode::{ReadoutChoice, DEFAULTS_BY_RULE};
 use crate::core::spec::prefix::PrefixSpec;
-use crate::engine::ScoreOptions;
+use crate::core::spec::request::Readout;
 use crate::model_dir::open_model;
 use crate::model_dir::HostOptions;
 
@@ -30,8 +30,11 @@ struct Row {
 struct EvalReport {
     model: String,
     runtime: String,
+    /// Why that runtime (`--runtime auto` chooses by the graph).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runtime_reason: Option<String>,
     fixture: String,
-    options: ScoreOptions,
+    options: Readout,
     prompt: PromptStyle,
     /// What a readout flag left out took, and where that came from.
     readout_defaults: ReadoutChoice,
@@ -112,14 +115,17 @@ pub fn run(
         });
     }
     let model_dir = crate::model_dir::resolve(model)?;
-    // The flags over the model's defaults, known before the load so the
-    // report's default name can carry them.
+    // The flags over the model's defaults, resolved before the load by the
+    // engine's own rule so the report's default name can carry them.
+    let req = readout.request();
     let entry = crate::model_dir::entry_readout(model)?;
     let (defaults, defaults_from) = match &entry {
         Some((d, from)) => (*d, from.clone()),
         None => (ReadoutChoice::default(), DEFAULTS_BY_RULE.to_string()),
     };
-    let readout = readout.over(defaults);
+    let named = req
+        .resolve(defaults, false)
+        .map_err(|e| CliError::Engine(e.into()))?;
     let out = match out {
         Some(o) => o,
         None => {
@@ -128,7 +134,7 @@ pub fn run(
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let tag = readout.tag();
+            let tag = named.tag();
             PathBuf::from("reports").join(format!("evaluate-{id}-{stem}-{tag}.json"))
         }
     };
@@ -149,25 +155,25 @@ pub fn run(
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let so = readout.score_options();
+    let readout = engine.readout(&req)?;
     let t0 = Clock::new();
     let mut rows = Vec::with_capacity(total);
     let mut scored = Vec::new();
     let mut score_ms = 0.0;
     pollster::block_on(async {
         let shared = match &prefix {
-            Some(p) => Some(engine.prefix(p, readout.head_style()).await?),
+            Some(p) => Some(engine.prefix(p, &req).await?),
             None => None,
         };
         for s in &states {
             bar.set_message(s.id.clone());
             let id = match shared {
                 Some(p) => engine.prefill_on(p, s).await?,
-                None => engine.prefill_with(s, readout.head_style()).await?,
+                None => engine.prefill_with(s, &req).await?,
             };
             // A state's criteria go together, so a runtime that packs
             // branches runs them (and their rotations) in one pass.
-            let decisions = engine.score_all(id, &s.criteria, &so).await?;
+            let decisions = engine.score_all(id, &s.criteria, &req).await?;
             for (c, d) in s.criteria.iter().zip(decisions) {
                 score_ms += d.ms;
                 if let Some(gold) = c.answer_index() {
@@ -202,9 +208,10 @@ pub fn run(
     let r = EvalReport {
         model: info.model_id.clone(),
         runtime: info.runtime.clone(),
+        runtime_reason: info.runtime_reason.clone(),
         fixture: fixture.display().to_string(),
-        options: so,
-        prompt: readout.choice.prompt,
+        options: readout,
+        prompt: readout.prompt,
         readout_defaults: defaults,
         readout_defaults_from: defaults_from,
         states: states.len(),

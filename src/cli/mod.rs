@@ -58,9 +58,11 @@ struct Cli {
     /// Threads the runtime computes on (default: every core; at most 4 per core).
     #[arg(long, global = true)]
     threads: Option<usize>,
-    /// `ort`: ONNX Runtime, the reference; `own`: our interpreter and int4
-    /// kernels over the same file (int4 graphs only).
-    #[arg(long, global = true, value_enum, default_value_t = RuntimeArg::Ort)]
+    /// `auto`: an int4 graph on our runtime (ONNX Runtime when ours lacks
+    /// one of its operators), a float graph on ONNX Runtime, as the browser
+    /// chooses; `ort`: ONNX Runtime, the reference; `own`: our interpreter
+    /// and int4 kernels over the same file (int4 graphs only).
+    #[arg(long, global = true, value_enum, default_value_t = RuntimeArg::Auto)]
     runtime: RuntimeArg,
     /// Our runtime's activations: `int8` (the fast kernels) or `f32` (the
     /// scalar reference they are tested against).
@@ -83,6 +85,7 @@ enum PackArg {
 
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum RuntimeArg {
+    Auto,
     Ort,
     Own,
 }
@@ -233,6 +236,7 @@ pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let mut opts = HostOptions {
         runtime: match cli.runtime {
+            RuntimeArg::Auto => RuntimeKind::Auto,
             RuntimeArg::Ort => RuntimeKind::Ort,
             RuntimeArg::Own => RuntimeKind::Own,
         },

@@ -29,6 +29,10 @@ struct Output<'a> {
     /// The tokens of the shared prefix the state was built on (`--prefix`).
     #[serde(skip_serializing_if = "Option::is_none")]
     prefix_tokens: Option<usize>,
+    /// The runtime that computed, and why (`--runtime auto` chooses by the graph).
+    runtime: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    runtime_reason: Option<String>,
     convention: crate::engine::convention::Convention,
     /// What a readout flag left out takes (each decision's `readout` says
     /// what ran), and where that came from: the same as the browser's
@@ -90,26 +94,22 @@ pub fn run(
     let prefix = prefix.map(read_prefix).transpose()?;
     let mut engine = open_model(model, opts, crate::model_dir::entry_readout(model)?)?;
     let defaults = engine.readout_defaults();
-    let readout = readout.over(defaults);
-    let so = readout.score_options();
+    let req = readout.request();
     pollster::block_on(async {
         let (id, prefix) = match &prefix {
             Some(spec) => {
-                let p = engine.prefix(spec, readout.head_style()).await?;
+                let p = engine.prefix(spec, &req).await?;
                 (engine.prefill_on(p, &state).await?, Some(p))
             }
-            None => (
-                engine.prefill_with(&state, readout.head_style()).await?,
-                None,
-            ),
+            None => (engine.prefill_with(&state, &req).await?, None),
         };
         let prefix_tokens = prefix.map(|p| engine.prefix_tokens(p)).transpose()?;
-        let decisions = engine.score_all(id, &state.criteria, &so).await?;
+        let decisions = engine.score_all(id, &state.criteria, &req).await?;
         let check = if check {
             let mut max_abs_dp: f64 = 0.0;
             let mut argmax_changed = Vec::new();
             for (c, d) in state.criteria.iter().zip(&decisions) {
-                let r = engine.score_uncached(id, c, &so).await?;
+                let r = engine.score_uncached(id, c, &req).await?;
                 for (a, b) in d.p().iter().zip(r.p()) {
                     max_abs_dp = max_abs_dp.max((a - b).abs());
                 }
@@ -129,6 +129,8 @@ pub fn run(
             state: &state.id,
             head_tokens: engine.head_tokens(id)?,
             prefix_tokens,
+            runtime: engine.info().runtime,
+            runtime_reason: engine.info().runtime_reason,
             convention: engine.convention(),
             readout_defaults: defaults,
             readout_defaults_from: engine.readout_defaults_from().to_string(),

@@ -104,6 +104,7 @@ pub fn run(a: &SweepArgs, opts: &HostOptions) -> Result<(), CliError> {
         "onnxruntime": match opts.runtime {
             crate::model_dir::RuntimeKind::Ort => "1.30 (onnxruntime-node's libonnxruntime.so.1), CPU execution provider",
             crate::model_dir::RuntimeKind::Own => "none: readout's own interpreter and int4 kernels",
+            crate::model_dir::RuntimeKind::Auto => "per variant (auto: an int4 graph on readout's own runtime, a float one on ONNX Runtime 1.30); each variant's runtime names it",
         },
         "threads": opts.threads,
         "prefix_tokens": a.prefix,

@@ -95,6 +95,13 @@ pub enum CoreError {
         value: String,
         allowed: &'static str,
     },
+    /// Two options that do not go together (`spec::request`).
+    #[error("{field} {value:?}: {reason}")]
+    OptionConflict {
+        field: &'static str,
+        value: String,
+        reason: &'static str,
+    },
     /// A file or input over a bound (`spec::input_limits`), refused before it is parsed.
     #[error("{field}: {size} {unit} exceed the limit of {limit} {unit}; {hint}")]
     TooLarge {
@@ -198,7 +205,9 @@ impl CoreError {
             Metrics(_) => i("metrics"),
             Catalog(_) => i("catalog").field("models.json"),
             UnknownModel { .. } => i("unknown_model").field("source"),
-            InvalidOption { field, .. } => i("invalid_option").field(*field),
+            InvalidOption { field, .. } | OptionConflict { field, .. } => {
+                i("invalid_option").field(*field)
+            }
             BackendUnavailable { .. } => i("backend_unavailable").field("backend"),
             TooLarge { field, limit, .. } => i("too_large")
                 .field(field.clone())

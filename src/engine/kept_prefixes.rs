@@ -45,10 +45,15 @@ impl<R: Runtime> Engine<R> {
         })
     }
 
-    /// The key a prefix of `spec` in `style` is kept under on this engine
+    /// The key a prefix of `spec` asked for with `req` is kept under on this engine
     /// (hex sha256 of the model, engine, runtime, prompt settings and token
     /// ids): the same on every visit that would compute the same past.
-    pub fn prefix_key(&self, spec: &PrefixSpec, style: HeadStyle) -> Result<String, EngineError> {
+    pub fn prefix_key(
+        &self,
+        spec: &PrefixSpec,
+        req: &ReadoutRequest,
+    ) -> Result<String, EngineError> {
+        let style = self.readout(req)?.head_style();
         let ours = self.ours()?;
         let (_, ids) = self.prefix_text(spec, style)?;
         let mut h = Sha256::new();
@@ -111,7 +116,7 @@ impl<R: Runtime> Engine<R> {
     pub async fn restore_prefix(
         &mut self,
         bytes: &[u8],
-        expect: Option<(&PrefixSpec, HeadStyle)>,
+        expect: Option<(&PrefixSpec, &ReadoutRequest)>,
     ) -> Result<PrefixId, EngineError> {
         let ours = self.ours()?;
         let want = Expect {
@@ -131,7 +136,8 @@ impl<R: Runtime> Engine<R> {
             reason,
             limit: None,
         };
-        if let Some((spec, style)) = expect {
+        if let Some((spec, req)) = expect {
+            let style = self.readout(req)?.head_style();
             if style.prompt != h.prompt {
                 return Err(stale(
                     "prompt",

@@ -3,7 +3,7 @@
 //! branches go to the runtime together (packed where it packs).
 
 use super::branches::{self, Plan};
-use super::{Engine, EngineError, ScoreOptions, StateId};
+use super::{Engine, EngineError, Readout, StateId};
 use crate::core::read::cloze_math::{calibrate_letters, Baseline};
 use crate::core::read::debias::{combine, orders, Debias};
 use crate::core::read::decision::Decision;
@@ -65,7 +65,7 @@ impl<R: Runtime> Engine<R> {
         &mut self,
         id: StateId,
         criteria: &[Criterion],
-        opts: &ScoreOptions,
+        opts: &Readout,
         uncached: bool,
     ) -> Result<Vec<Decision>, EngineError> {
         let reads = self.read_letters(id, criteria, opts, uncached).await?;
@@ -79,7 +79,7 @@ impl<R: Runtime> Engine<R> {
         &mut self,
         id: StateId,
         criterion: &Criterion,
-        opts: &ScoreOptions,
+        opts: &Readout,
         uncached: bool,
     ) -> Result<Decision, EngineError> {
         let criteria = std::slice::from_ref(criterion);
@@ -94,7 +94,7 @@ impl<R: Runtime> Engine<R> {
         &mut self,
         id: StateId,
         criteria: &[Criterion],
-        opts: &ScoreOptions,
+        opts: &Readout,
         uncached: bool,
     ) -> Result<LetterReads, EngineError> {
         let t0 = self.runtime.now_ms();
@@ -103,7 +103,7 @@ impl<R: Runtime> Engine<R> {
             orders(debias, n)
         })
         .await?;
-        let want_mass = opts.allowed_mass && !self.is_pruned();
+        let want_mass = opts.allowed_mass;
         let mut columns = Vec::with_capacity(criteria.len());
         let mut jobs = Vec::new();
         for (ci, c) in criteria.iter().enumerate() {
@@ -171,7 +171,7 @@ impl<R: Runtime> Engine<R> {
         criteria: &[Criterion],
         ci: usize,
         r: &LetterReads,
-        opts: &ScoreOptions,
+        opts: &Readout,
     ) -> Result<Decision, EngineError> {
         let c = &criteria[ci];
         let mut runs = Vec::new();

@@ -32,14 +32,14 @@ use crate::core::model::slot_map::SlotMap;
 use crate::core::read::cloze_math::{
     cloze_probs, Baseline, BaselineCache, BASELINE_CACHE_CAPACITY,
 };
-use crate::core::read::debias::Debias;
 use crate::core::read::decision::Decision;
 use crate::core::read::slots::SlotReadout;
 use crate::core::spec::criteria::MAX_OPTIONS;
 use crate::core::spec::criteria::{Criterion, StateSpec};
 use crate::core::spec::mode::{
-    Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice, DEFAULTS_BY_RULE,
+    Calibration, HeadStyle, Mode, PromptStyle, ReadoutChoice, DEFAULTS_BY_RULE,
 };
+use crate::core::spec::request::{Readout, ReadoutRequest};
 use crate::core::text::chat_template::ChatTemplate;
 use crate::core::text::prompt::{default_instruction, head_after, render_before, render_suffix};
 use crate::core::text::tokenizer::TextTokenizer;
@@ -60,42 +60,6 @@ pub struct ModelAssets {
     pub tokenizer_config_json: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct ScoreOptions {
-    pub debias: Debias,
-    /// Compute the letters' share of the full softmax (unpruned heads only).
-    pub allowed_mass: bool,
-    pub mode: Mode,
-    /// How a cloze option's tokens add up (cloze only).
-    pub cloze_score: ClozeScore,
-    pub calibration: Calibration,
-}
-
-impl ScoreOptions {
-    /// The scoring half of `choice` (its prompt is the state's, fixed at prefill).
-    pub fn of(choice: ReadoutChoice, debias: Debias, allowed_mass: bool) -> Self {
-        Self {
-            debias,
-            allowed_mass,
-            mode: choice.mode,
-            cloze_score: choice.cloze_score,
-            calibration: choice.calibration,
-        }
-    }
-}
-
-impl Default for ScoreOptions {
-    fn default() -> Self {
-        Self {
-            debias: Debias::None,
-            allowed_mass: true,
-            mode: Mode::Letters,
-            cloze_score: ClozeScore::Sum,
-            calibration: Calibration::None,
-        }
-    }
-}
-
 /// A prefilled state on this engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct StateId(pub u64);
@@ -112,6 +76,10 @@ struct LiveState<K> {
 pub struct EngineInfo {
     pub model_id: String,
     pub runtime: String,
+    /// Why the loader chose this runtime, where it chose one (natively:
+    /// `RuntimeKind::Auto`'s rule, or the runtime asked for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_reason: Option<String>,
     pub config: ModelConfig,
     pub signature: Signature,
     pub letters: LetterPlan,
@@ -150,6 +118,7 @@ pub struct Engine<R: Runtime> {
     baselines_computed: u64,
     defaults: ReadoutChoice,
     defaults_from: String,
+    runtime_reason: Option<String>,
     /// The model's files as the loader keys them (their sha256s), which a
     /// kept prefix is stored under; `None` when the loader has no hashes.
     model_key: Option<String>,
@@ -210,6 +179,7 @@ impl<R: Runtime> Engine<R> {
             baselines_computed: 0,
             defaults: ReadoutChoice::default(),
             defaults_from: DEFAULTS_BY_RULE.to_string(),
+            runtime_reason: None,
             model_key: None,
         })
     }
@@ -218,6 +188,7 @@ impl<R: Runtime> Engine<R> {
         EngineInfo {
             model_id: self.model_id.clone(),
             runtime: self.runtime.describe(),
+            runtime_reason: self.runtime_reason.clone(),
             config: self.config.clone(),
             signature: self.runtime.signature().clone(),
             letters: self.plan.clone(),
@@ -255,6 +226,11 @@ impl<R: Runtime> Engine<R> {
         Ok(())
     }
 
+    /// Records why the loader chose this runtime (`info().runtime_reason`).
+    pub fn set_runtime_reason(&mut self, reason: String) {
+        self.runtime_reason = Some(reason);
+    }
+
     pub fn readout_defaults(&self) -> ReadoutChoice {
         self.defaults
     }
@@ -282,6 +258,12 @@ impl<R: Runtime> Engine<R> {
 
     pub fn is_pruned(&self) -> bool {
         self.plan.pruned_letters.is_some()
+    }
+
+    /// `req` resolved against this model's defaults and head: what a call
+    /// that asks for `req` runs (`ReadoutRequest::resolve`, the one place).
+    pub fn readout(&self, req: &ReadoutRequest) -> Result<Readout, EngineError> {
+        Ok(req.resolve(self.defaults, self.is_pruned())?)
     }
 
     /// Live KV tensors over every state.

@@ -25,13 +25,15 @@ pub(super) struct LivePrefix<K> {
 }
 
 impl<R: Runtime> Engine<R> {
-    /// Prefills `spec`'s instruction (the default of `style.mode` when it has
-    /// none) and worked examples, rendered in `style.mode`'s format, once.
+    /// Prefills `spec`'s instruction (the default of the mode `req` resolves
+    /// to when it has none) and worked examples, rendered in that mode's
+    /// format, once.
     pub async fn prefix(
         &mut self,
         spec: &PrefixSpec,
-        style: HeadStyle,
+        req: &ReadoutRequest,
     ) -> Result<PrefixId, EngineError> {
+        let style = self.readout(req)?.head_style();
         let (before, ids) = self.prefix_text(spec, style)?;
         let (conv, limit) = (self.proof.convention, self.proof.run_limit);
         let kv = chunk::extend(&mut self.runtime, conv, limit, None, &ids).await?;

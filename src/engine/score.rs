@@ -5,14 +5,16 @@
 use super::*;
 
 impl<R: Runtime> Engine<R> {
-    /// Scores one criterion against a prefilled state.
+    /// Scores one criterion against a prefilled state, with `req` over the
+    /// model's defaults.
     pub async fn score(
         &mut self,
         id: StateId,
         criterion: &Criterion,
-        opts: &ScoreOptions,
+        req: &ReadoutRequest,
     ) -> Result<Decision, EngineError> {
-        self.score_with(id, criterion, opts, false).await
+        let opts = self.readout(req)?;
+        self.score_with(id, criterion, &opts, false).await
     }
 
     /// Drops every cached content-free baseline (the next calibrated score recomputes).
@@ -26,9 +28,10 @@ impl<R: Runtime> Engine<R> {
         &mut self,
         id: StateId,
         criterion: &Criterion,
-        opts: &ScoreOptions,
+        req: &ReadoutRequest,
     ) -> Result<Decision, EngineError> {
-        self.score_with(id, criterion, opts, true).await
+        let opts = self.readout(req)?;
+        self.score_with(id, criterion, &opts, true).await
     }
 
     /// Runs the suffixes of `criteria` against the state's past through the
@@ -96,8 +99,9 @@ impl<R: Runtime> Engine<R> {
         &mut self,
         id: StateId,
         criteria: &[Criterion],
-        opts: &ScoreOptions,
+        req: &ReadoutRequest,
     ) -> Result<Vec<Decision>, EngineError> {
+        let opts = &self.readout(req)?;
         crate::core::spec::input_limits::check_criteria(criteria.len())?;
         // Decisions are reported by criterion id: two with one id could not be told apart.
         let mut seen = std::collections::HashSet::new();
@@ -122,7 +126,7 @@ impl<R: Runtime> Engine<R> {
             .await?;
         let mut out = Vec::with_capacity(criteria.len());
         for c in criteria {
-            out.push(self.score(id, c, opts).await?);
+            out.push(self.score_with(id, c, opts, false).await?);
         }
         Ok(out)
     }
@@ -163,45 +167,25 @@ impl<R: Runtime> Engine<R> {
     }
 
     /// What a decision reports it ran: the options and the state's prompt.
-    pub(super) fn ran(
-        &self,
-        id: StateId,
-        opts: &ScoreOptions,
-    ) -> Result<ReadoutChoice, EngineError> {
+    pub(super) fn ran(&self, id: StateId, opts: &Readout) -> Result<ReadoutChoice, EngineError> {
         let state = self
             .states
             .get(&id)
             .ok_or(EngineError::UnknownState(id.0))?;
-        Ok(ReadoutChoice {
-            mode: opts.mode,
-            cloze_score: opts.cloze_score,
-            calibration: opts.calibration,
-            prompt: state.head.prompt,
-        })
+        Ok(opts.choice(state.head.prompt))
     }
 
-    /// The criterion's shape under the mode asked for, and options that only
-    /// one mode takes.
-    pub(super) fn check_options(
-        criterion: &Criterion,
-        opts: &ScoreOptions,
-    ) -> Result<(), EngineError> {
-        criterion.validate_for(opts.mode)?;
-        if opts.mode == Mode::Cloze && opts.debias != Debias::None {
-            return Err(EngineError::InvalidOption {
-                field: "debias",
-                value: "cyclic".into(),
-                reason: "rotations move options between letters; cloze shows no letters (use debias none)",
-            });
-        }
-        Ok(())
+    /// The criterion's shape under the mode asked for (the options' own
+    /// combinations were checked when the request was resolved).
+    pub(super) fn check_options(criterion: &Criterion, opts: &Readout) -> Result<(), EngineError> {
+        Ok(criterion.validate_for(opts.mode)?)
     }
 
     pub(super) async fn score_with(
         &mut self,
         id: StateId,
         criterion: &Criterion,
-        opts: &ScoreOptions,
+        opts: &Readout,
         uncached: bool,
     ) -> Result<Decision, EngineError> {
         Self::check_options(criterion, opts)?;

@@ -48,20 +48,21 @@ impl<R: Runtime> Engine<R> {
         Ok(())
     }
 
-    /// Runs the head once, in the plain prompt for letters, and keeps its KV.
+    /// Runs the head once in the model's default prompt and mode, and keeps its KV.
     pub async fn prefill(&mut self, state: &StateSpec) -> Result<StateId, EngineError> {
-        self.prefill_with(state, HeadStyle::default()).await
+        self.prefill_with(state, &ReadoutRequest::default()).await
     }
 
-    /// Runs the head once in `style` and keeps its KV; every criterion
-    /// scored against the state is rendered the same way. A state without an
-    /// instruction gets the default of `style.mode`; it can still be scored
-    /// in the other mode.
+    /// Runs the head once in the prompt `req` resolves to and keeps its KV;
+    /// every criterion scored against the state is rendered the same way. A
+    /// state without an instruction gets the default of the resolved mode;
+    /// it can still be scored in the other mode.
     pub async fn prefill_with(
         &mut self,
         state: &StateSpec,
-        style: HeadStyle,
+        req: &ReadoutRequest,
     ) -> Result<StateId, EngineError> {
+        let style = self.readout(req)?.head_style();
         self.check_evidence(state)?;
         let prompt = style.prompt;
         let instruction = state

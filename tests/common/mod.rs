@@ -254,7 +254,7 @@ pub fn fixture_diff(
         changed: 0,
         close: 0,
     };
-    let opts = readout::ScoreOptions::default();
+    let opts = readout::ReadoutRequest::default();
     for state in fixture().into_iter().take(states) {
         let (sa, sb) = (
             pollster::block_on(a.prefill(&state)).unwrap(),

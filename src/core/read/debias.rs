@@ -1,15 +1,8 @@
 //! Cyclic debiasing (spec §7.4): score every rotation of the options,
 //! average per option, and flag criteria whose answer moves with the order.
 
-use serde::{Deserialize, Serialize};
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Debias {
-    #[default]
-    None,
-    Cyclic,
-}
+// The option itself is declared with the other readout options.
+pub use crate::core::spec::mode::Debias;
 
 /// The display orders to score: `order[slot]` is the option shown at letter `slot`.
 pub fn orders(debias: Debias, n: usize) -> Vec<Vec<usize>> {

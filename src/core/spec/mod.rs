@@ -6,4 +6,5 @@ pub mod input_limits;
 pub mod mode;
 pub mod option_limits;
 pub mod prefix;
+pub mod request;
 pub mod thread_policy;

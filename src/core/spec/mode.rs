@@ -39,6 +39,16 @@ pub enum Calibration {
     ContentFree,
 }
 
+/// Whether letters are read in every rotation of the options (`core::read::debias`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Debias {
+    #[default]
+    None,
+    /// Score every rotation of the options and average per option.
+    Cyclic,
+}
+
 /// How the prompt is wrapped. Fixed per state: the head is prefilled in it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
