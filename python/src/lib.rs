@@ -17,8 +17,7 @@ use serde_json::Value;
 use readout::core::spec::criteria::{check_criterion, check_fields};
 use readout::model_dir::{entry_readout, open_model};
 use readout::{
-    Criterion, ErrorInfo, HostEngine, HostOptions, ReadoutRequest, RuntimeKind, StateId,
-    StateSpec,
+    Criterion, ErrorInfo, HostEngine, HostOptions, ReadoutRequest, RuntimeKind, StateId, StateSpec,
 };
 
 pyo3::create_exception!(
