@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The committed benchmark results (spec §11): builds what they need
 # and runs the benchmark page through its runner (bench/runners/run.mjs), each run
-# with its native counterpart, writing bench/results/<date>-<model>-<backend>.json.
+# with its native counterpart, writing bench/results/logit-cost/<date>-<model>-<backend>.json.
 #   bash scripts/bench.sh [which ...]     which: smollm2-fp32-wasm smollm2-wasm
 #                                         qwen3-q4f16-wasm qwen3-q4-wasm webgpu-emulated
 #                                         qwen3-wasm-fallback gemma3-cpu gemma3-fp32-wasm
@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 # SmolLM2's 2 GB, Gemma 3 270M's 5 GB (with its cuts), builds 1 GB.
 built=models/gemma3-270m-fp32-trimmed-pruned/model.onnx
 bash scripts/setup.sh --gemma --disk-gb "$([ -f "$built" ] && echo 1 || echo 18)"
-.venv/bin/python scripts/build_models.py smollm2 qwen3-0.6b gemma3
+.venv/bin/python modelgen/build_models.py smollm2 qwen3-0.6b gemma3
 cargo build --locked --release --bin readout
 readout=target/release/readout
 "$readout" variants models/{smollm2-135m-instruct,qwen3-0.6b-shape,gemma3-270m}-{q4f16,q4,fp32}

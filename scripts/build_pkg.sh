@@ -26,13 +26,13 @@ if [ "$have_wb" != "$want_wb" ]; then
 fi
 # NIGHTLY and THREAD_FLAGS: the threaded build's toolchain and RUSTFLAGS
 # (shared with setup and the clippy gate).
-source scripts/thread_flags.sh
-# cargo's build directory in the machine's cache (scripts/cache.sh), shared
+source scripts/lib/thread_flags.sh
+# cargo's build directory in the machine's cache (scripts/lib/cache.sh), shared
 # by every clone and by the test command's gates.
-source scripts/cache.sh
+source scripts/lib/cache.sh
 export CARGO_BUILD_BUILD_DIR
 # A line at least every 30 s while a build or wasm-opt runs.
-source scripts/heartbeat.sh
+source scripts/lib/heartbeat.sh
 if ! rustup component list --toolchain "$NIGHTLY" --installed 2>/dev/null | grep -q "^rust-src"; then
   log "$NIGHTLY with rust-src (for the threaded build) is missing; run bash scripts/setup.sh"
   exit 1

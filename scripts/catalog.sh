@@ -7,5 +7,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 "$1" catalog --models models -o models.json \
-  --decisions bench/results/2026-11-30-decisions-smollm2-135m-instruct-q4.json \
-  --decisions bench/results/2026-12-01-decisions-gemma3-270m-q4.json
+  --decisions bench/results/decisions/2026-11-30-decisions-smollm2-135m-instruct-q4.json \
+  --decisions bench/results/decisions/2026-12-01-decisions-gemma3-270m-q4.json

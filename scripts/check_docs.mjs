@@ -125,7 +125,7 @@ function checkSpan(span, where, docDir, fenced) {
       continue;
     }
     if (/^[A-Za-z0-9_.\-\/]*\*[A-Za-z0-9_.\-\/*]*$/.test(w) && w.includes("/") && !BUILT.test(w)) {
-      // A glob over the repository (`bench/results/*-deno-*.json`): something must match it.
+      // A glob over the repository (`bench/results/deno-webgpu-f16/*-deno-*.json`): something must match it.
       const re = new RegExp(`^${w.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*")}$`);
       if (!allFiles.some((f) => re.test(f))) problems.push(`${where}: names ${w}, which matches no file`);
       continue;
@@ -144,7 +144,7 @@ function checkSpan(span, where, docDir, fenced) {
     let rel = null;
     if (TOP.has(top) && tracked(clean)) rel = clean;
     else if (tracked(join(docDir, clean))) rel = join(docDir, clean);
-    else if (TOP.has(top) || ["src", "tests", "scripts", "bench", "docs", "www", "js"].includes(top)) {
+    else if (TOP.has(top) || ["src", "tests", "scripts", "harness", "modelgen", "bench", "docs", "www", "js"].includes(top)) {
       problems.push(`${where}: names ${w}, which does not exist`);
       continue;
     } else if (/^(core|engine|runtime|bindings|kernels|gpu|export|cli|platform|own|web|native|interp|read|text|spec|model|eval)\//.test(clean)) {

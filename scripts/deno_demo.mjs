@@ -1,5 +1,5 @@
 // Shown after the Chromium demo: the example state on WebGPU with float16
-// and the KV on the GPU, in Deno on Mesa's lavapipe (scripts/deno.mjs).
+// and the KV on the GPU, in Deno on Mesa's lavapipe (harness/deno.mjs).
 // First the readout users get by default: the stock q4f16 entry in its
 // models.json readout (on SmolLM2, cloze with content-free calibration), each
 // decision beside the native engine's on the same file and beside the float32
@@ -10,13 +10,13 @@
 // not a GPU's. A line is printed at least every 30 s while Deno works.
 //   node scripts/deno_demo.mjs [--model <models.json id>] [--letters-model <id>]
 //                              [--state FILE] [--bin PATH] [--timeout-s 1800]
-import { valueOption } from "./browser.mjs";
+import { valueOption } from "../harness/browser.mjs";
 import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "./deno.mjs";
-import { F16_DEEP_BOUND } from "./f16_bound.mjs";
-import { ROOT } from "./serve.mjs";
+import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "../harness/deno.mjs";
+import { F16_DEEP_BOUND } from "../harness/f16_bound.mjs";
+import { ROOT } from "../harness/serve.mjs";
 
 const args = process.argv.slice(2);
 const value = (flag, fallback) => valueOption(args, flag, fallback, "deno_demo");

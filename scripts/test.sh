@@ -41,9 +41,9 @@ done
 [ ${#parts[@]} -eq 0 ] && parts=("${ALL[@]}")
 wants() { local p; for p in "${parts[@]}"; do [ "$p" = "$1" ] && return 0; done; return 1; }
 
-# The machine's caches (scripts/cache.sh): the venv, the tiny models, and
+# The machine's caches (scripts/lib/cache.sh): the venv, the tiny models, and
 # cargo's build directory, which every clone on this machine shares.
-source scripts/cache.sh
+source scripts/lib/cache.sh
 export READOUT_CACHE CARGO_BUILD_BUILD_DIR
 # What was in the caches when the run began (the timing record says it):
 # warm when cargo's build directory for this toolchain and lock exists.
@@ -77,9 +77,14 @@ report() {
     const [commit, parts, caches, finished, total, rc, ...rows] = process.argv.slice(1);
     const steps = [];
     for (let i = 0; i < rows.length; i += 3) steps.push({ name: rows[i], seconds: Number(rows[i + 1]), result: rows[i + 2] });
-    const out = { benchmark: "test-suite", commit, parts: parts.split(" "), caches, finished,
-      steps, total_s: Number(total), passed: rc === "0", cpus: require("os").cpus().length };
-    require("fs").writeFileSync("target/test-times.json", JSON.stringify(out, null, 2) + "\n");
+    // The results header (bench/runners/result_file.mjs), so the record
+    // can be kept under bench/results/test-suite/ as it is.
+    const lib = require("url").pathToFileURL(require("path").resolve("bench/runners/result_file.mjs"));
+    import(lib).then(({ header }) => {
+      const out = { ...header("test-suite", "", { command: `bash scripts/test.sh ${parts}` }), commit, parts: parts.split(" "), caches, finished,
+        steps, total_s: Number(total), passed: rc === "0", cpus: require("os").cpus().length };
+      require("fs").writeFileSync("target/test-times.json", JSON.stringify(out, null, 2) + "\n");
+    });
   ' "$(git rev-parse HEAD 2>/dev/null || echo unknown)" "${parts[*]}" "$cache_state" "$(date -u +%FT%TZ)" "$total" "$rc" "${rows[@]}"; then
     echo "[test] the same table as JSON: target/test-times.json" >&2
   fi
@@ -125,10 +130,10 @@ need_models() {
   step models models_step
 }
 models_step() {
-  .venv/bin/python scripts/build_models.py tiny
+  .venv/bin/python modelgen/build_models.py tiny
   # Hugging Face's own conversion (Optimum, the MatMulNBits quantiser,
   # float16) of the same tiny weights, in the onnx-community layout.
-  if wants rust; then .venv-hf/bin/python scripts/hf_onnx.py --tiny; fi
+  if wants rust; then .venv-hf/bin/python modelgen/hf_onnx.py --tiny; fi
   cargo build --locked --bin readout
   local readout=target/debug/readout tiny=models/qwen3-tiny-random-q4
   # The bench page's tiny run sweeps the fp32 variants (transformers.js cannot
@@ -155,11 +160,11 @@ need_fixtures() {
 fixtures_step() {
   local readout=target/debug/readout tiny=models/qwen3-tiny-random-q4
   # Trimmed, so the proof's many shorter-run trials read one row each.
-  .venv/bin/python scripts/broken_model.py "$tiny-trimmed" target/browser/broken-kv
-  .venv/bin/python scripts/broken_model.py --nan-on zebra "$tiny-trimmed" target/browser/nan-on-zebra
-  .venv/bin/python scripts/broken_model.py --unsupported "$tiny" target/browser/unsupported-op
-  .venv/bin/python scripts/broken_model.py --too-large "$tiny" target/browser/too-large
-  .venv/bin/python scripts/gqa_graph.py target/browser/gqa.onnx
+  .venv/bin/python modelgen/broken_model.py "$tiny-trimmed" target/browser/broken-kv
+  .venv/bin/python modelgen/broken_model.py --nan-on zebra "$tiny-trimmed" target/browser/nan-on-zebra
+  .venv/bin/python modelgen/broken_model.py --unsupported "$tiny" target/browser/unsupported-op
+  .venv/bin/python modelgen/broken_model.py --too-large "$tiny" target/browser/too-large
+  .venv/bin/python modelgen/gqa_graph.py target/browser/gqa.onnx
   [ -f target/browser/tiny-hidden/model.onnx ] || "$readout" expose-hidden "$tiny" -o target/browser/tiny-hidden >/dev/null
 }
 
@@ -171,7 +176,7 @@ gates_step() {
   cargo clippy --locked --target wasm32-unknown-unknown --lib -- -D warnings
   cargo clippy --locked --target wasm32-unknown-unknown --lib --features diagnostics -- -D warnings
   # The threaded build compiles code (the worker pool) no other gate sees.
-  source scripts/thread_flags.sh
+  source scripts/lib/thread_flags.sh
   RUSTFLAGS="$THREAD_FLAGS" CARGO_BUILD_BUILD_DIR="$NIGHTLY_BUILD_DIR" cargo "+$NIGHTLY" clippy --locked \
     --target wasm32-unknown-unknown --lib --features diagnostics -Z build-std=panic_abort,std \
     --target-dir target/threads -- -D warnings

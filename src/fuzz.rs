@@ -11,11 +11,11 @@ pub fn state(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if let Ok(states) = crate::core::spec::criteria::parse_states(text) {
+    if let Ok(states) = crate::core::input::criteria::parse_states(text) {
         for s in &states {
             // Whatever parsed must validate, serialise and parse back the same.
             let line = serde_json::to_string(s).unwrap_or_default();
-            let again = crate::core::spec::criteria::parse_jsonl(&line);
+            let again = crate::core::input::criteria::parse_jsonl(&line);
             assert!(
                 matches!(&again, Ok(v) if v.len() == 1 && &v[0] == s),
                 "round trip of {line}: {again:?}"
@@ -57,20 +57,20 @@ pub fn models_json(data: &[u8]) {
 /// looked up beside a path that does not exist, so only in-graph tensors
 /// are ever read.
 pub fn onnx(data: &[u8]) {
-    use crate::export::graph::OnnxModel;
+    use crate::surgery::graph::OnnxModel;
     let path = Path::new("/nonexistent/readout-fuzz/model.onnx");
     let Ok(m) = OnnxModel::decode(data, path) else {
         return;
     };
-    let _ = crate::export::inspect::inspect(&m, 4);
-    let _ = crate::export::head_weights::head_rows(&m, &[0, 1]);
-    let _ = crate::export::head_weights::int8_input_block(&m);
+    let _ = crate::surgery::inspect::inspect(&m, 4);
+    let _ = crate::surgery::head_weights::head_rows(&m, &[0, 1]);
+    let _ = crate::surgery::head_weights::int8_input_block(&m);
     if let Ok(mut t) = OnnxModel::decode(data, path) {
-        let _ = crate::export::passes::trim(&mut t);
-        let _ = crate::export::passes::expose_hidden(&mut t);
+        let _ = crate::surgery::passes::trim(&mut t);
+        let _ = crate::surgery::passes::expose_hidden(&mut t);
     }
     if let Ok(mut p) = OnnxModel::decode(data, path) {
-        let _ = crate::export::passes::prune(&mut p, &[0, 1]);
+        let _ = crate::surgery::passes::prune(&mut p, &[0, 1]);
     }
 }
 

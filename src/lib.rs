@@ -23,8 +23,6 @@ pub mod bindings;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod cli;
 #[cfg(not(target_arch = "wasm32"))]
-pub mod export;
-#[cfg(not(target_arch = "wasm32"))]
 #[doc(hidden)]
 pub mod fuzz;
 /// Facts about the machine, for the JSON a benchmark writes (the CLI's
@@ -33,23 +31,23 @@ pub mod fuzz;
 pub mod host;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod model_dir;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod surgery;
 
 // The product, re-exported where a user looks first: the engine and its
 // assets and options, a state and its criteria, a decision, and every
 // layer's error. Tests and benches name these through this facade; the
 // modules stay public for the tools and tests of each layer's internals.
-pub use crate::core::read::debias::Debias;
-pub use crate::core::read::decision::{Decision, OptionProb};
-pub use crate::core::spec::criteria::{Criterion, OptionSpec, StateSpec};
-pub use crate::core::spec::mode::{
+pub use crate::core::input::criteria::{Criterion, OptionSpec, StateSpec};
+pub use crate::core::input::mode::{
     Calibration, ClozeScore, HeadStyle, Mode, PromptStyle, ReadoutChoice,
 };
-pub use crate::core::spec::prefix::{Example, PrefixSpec};
-pub use crate::core::spec::request::{Readout, ReadoutRequest};
+pub use crate::core::input::prefix::{Example, PrefixSpec};
+pub use crate::core::input::request::{Readout, ReadoutRequest};
+pub use crate::core::read::debias::Debias;
+pub use crate::core::read::decision::{Decision, OptionProb};
 pub use crate::core::{CoreError, ErrorInfo};
 pub use crate::engine::{Engine, EngineError, EngineInfo, ModelAssets, PrefixId, StateId};
-#[cfg(not(target_arch = "wasm32"))]
-pub use crate::export::ExportError;
 pub use crate::gpu::GpuError;
 pub use crate::kernels::{KernelError, OpError, Precision};
 #[cfg(not(target_arch = "wasm32"))]
@@ -57,3 +55,5 @@ pub use crate::model_dir::{
     open_engine, open_host_engine, HostEngine, HostOptions, ModelDir, RuntimeKind,
 };
 pub use crate::runtime::{Runtime, RuntimeError};
+#[cfg(not(target_arch = "wasm32"))]
+pub use crate::surgery::SurgeryError;

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use crate::core::input::input_limits;
+use crate::core::input::mode::{defaults_from_entry, ReadoutChoice};
 use crate::core::model::backend_choice::{cpu_order, fell_back, CpuRuntime};
 use crate::core::model::config::ModelConfig;
 use crate::core::model::models_json::{Catalog, Entry};
-use crate::core::spec::input_limits;
-use crate::core::spec::mode::{defaults_from_entry, ReadoutChoice};
 use crate::core::text::tokenizer::TextTokenizer;
 use crate::core::CoreError;
 use crate::engine::{Engine, EngineError, ModelAssets};
@@ -353,7 +353,7 @@ pub fn resolve(arg: &Path) -> Result<PathBuf, EngineError> {
 
 /// The readout defaults a model's catalog entry names, and where they come
 /// from; `None` where no entry names one, and the rule applies (the engine's
-/// own default, `core::spec::mode::DEFAULTS_BY_RULE`), as in the browser. A
+/// own default, `core::input::mode::DEFAULTS_BY_RULE`), as in the browser. A
 /// `models.json#<id>` argument names its entry; a directory or graph file is
 /// looked up in a `models.json` one or two folders above it (the
 /// repository's own layout, `models.json` beside `models/<id>/`), matched by

@@ -275,7 +275,7 @@ fn refusals_are_named_and_the_engine_scores_after_each() {
     // A trimmed and a pruned graph return only the last row's letters. Cut
     // here: the test command builds only the stock tiny models before
     // `cargo test`.
-    use readout::export::commands::{run, Op};
+    use readout::surgery::commands::{run, Op};
     let cuts = temp_dir("cloze-cuts");
     let trimmed = cuts.join(format!("{Q4}-trimmed"));
     let pruned = cuts.join(format!("{Q4}-trimmed-pruned"));

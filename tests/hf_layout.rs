@@ -1,7 +1,7 @@
 //! Hugging Face's own ONNX files, made the way the onnx-community exports are
 //! (Optimum's export with separate attention ops and `past_key_values.N`
 //! names, ONNX Runtime's MatMulNBits quantiser at block 32, the float16
-//! conversion), from the tiny test model's weights: `scripts/hf_onnx.py
+//! conversion), from the tiny test model's weights: `modelgen/hf_onnx.py
 //! --tiny` (the test command's models step) writes them in the
 //! onnx-community layout to models/hf-qwen3-tiny-random.
 //!
@@ -18,7 +18,7 @@ fn hf(file: &str) -> PathBuf {
     let p = root().join("models/hf-qwen3-tiny-random/onnx").join(file);
     assert!(
         p.is_file(),
-        "{} is not built: run `bash scripts/test.sh rust` (its models step runs `.venv-hf/bin/python scripts/hf_onnx.py --tiny`)",
+        "{} is not built: run `bash scripts/test.sh rust` (its models step runs `.venv-hf/bin/python modelgen/hf_onnx.py --tiny`)",
         p.display()
     );
     p

@@ -6,12 +6,12 @@ mod common;
 
 use common::*;
 use readout::core::read::logits::LogitsData;
-use readout::export::graph::OnnxModel;
-use readout::export::onnx_pb::{
-    dtype, Dimension, TensorShapeProto, TypeProto, TypeTensor, ValueInfoProto,
-};
 use readout::runtime::native::{NativeKv, NativeRuntime};
 use readout::runtime::{KvImage, KvView, RunOutput, Runtime, RuntimeError, Signature, Step};
+use readout::surgery::graph::OnnxModel;
+use readout::surgery::onnx_pb::{
+    dtype, Dimension, TensorShapeProto, TypeProto, TypeTensor, ValueInfoProto,
+};
 use readout::{open_engine, ModelDir};
 use readout::{Engine, ModelAssets, ReadoutRequest};
 

@@ -1,6 +1,6 @@
 //! The engine against an independent reference: Python `tokenizers` and the
 //! PyPI onnxruntime (another release), with the prompt contract implemented
-//! again in `scripts/reference_score.py`. The test command installs the venv.
+//! again in `modelgen/reference_score.py`. The test command installs the venv.
 
 mod common;
 
@@ -31,7 +31,7 @@ fn engine_matches_python_onnxruntime_on_the_fixture() {
             let path = dir.join(format!("{model}-{k}.json"));
             std::fs::write(&path, serde_json::to_string(&s).unwrap()).unwrap();
             let out = Command::new(&python)
-                .arg(root().join("scripts/reference_score.py"))
+                .arg(root().join("modelgen/reference_score.py"))
                 .arg(model_path(model))
                 .arg(&path)
                 .output()

@@ -7,11 +7,11 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use readout::export::commands::{finish, run, Op, Source};
-use readout::export::find_head::{find_embeddings, find_head, Sharing};
-use readout::export::graph::OnnxModel;
-use readout::export::inspect::inspect;
-use readout::export::passes::{prune, trim};
+use readout::surgery::commands::{finish, run, Op, Source};
+use readout::surgery::find_head::{find_embeddings, find_head, Sharing};
+use readout::surgery::graph::OnnxModel;
+use readout::surgery::inspect::inspect;
+use readout::surgery::passes::{prune, trim};
 use readout::ReadoutRequest;
 use readout::StateSpec;
 use readout::{open_engine, ModelDir};
@@ -272,7 +272,7 @@ fn a_tied_float_graph_is_pruned_without_touching_the_embedding() {
 /// Writes a copy of the fp32 tiny model whose embedding reads its own
 /// [vocab, hidden] table; `perturb` makes the copy differ (untied).
 fn untied_copy(dest: &Path, perturb: bool) -> PathBuf {
-    use readout::export::graph::raw_tensor;
+    use readout::surgery::graph::raw_tensor;
     let mut m = OnnxModel::load(&model_path(FP32).join("model.onnx")).unwrap();
     let w = m.initializer("lm_head.MatMul.weight").unwrap().clone();
     let bytes = m.tensor_bytes(&w).unwrap();
@@ -402,8 +402,8 @@ fn exposed_hidden_state_reproduces_the_logits_and_a_wrong_row_is_caught() {
 
 #[test]
 fn models_json_records_measured_files_and_refuses_a_changed_one() {
-    use readout::export::catalog::build;
     use readout::model_dir::checked_dir;
+    use readout::surgery::catalog::build;
     let base = temp_dir("catalog");
     let models = base.join("models");
     copy_model(Q4, &models.join(Q4));

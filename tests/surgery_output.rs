@@ -227,7 +227,7 @@ fn a_run_killed_mid_way_leaves_a_temp_dir_the_next_run_removes() {
 #[test]
 fn variants_makes_both_cuts_keeps_them_and_refuses_a_foreign_directory() {
     let (base, input) = tree("variants");
-    let [trimmed, pruned] = readout::export::variants::variant_paths(&input).unwrap();
+    let [trimmed, pruned] = readout::surgery::variants::variant_paths(&input).unwrap();
     let variants = || {
         readout()
             .args(["--threads", "2", "variants"])

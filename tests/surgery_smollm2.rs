@@ -11,7 +11,7 @@
 mod common;
 
 use common::*;
-use readout::export::commands::{run, Op};
+use readout::surgery::commands::{run, Op};
 
 const MODELS: [&str; 2] = ["smollm2-135m-instruct-q4", "smollm2-135m-instruct-q4f16"];
 

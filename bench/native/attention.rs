@@ -9,14 +9,13 @@
 //!   cargo bench --bench attention -- [--threads 1,2] [--rounds 15] [--out FILE]
 //!
 //! Several thread counts are measured in one run, their rounds alternated.
-//! Writes bench/results/<date>-attention.json unless --out says.
+//! Writes bench/results/attention/<date>-attention.json unless --out says.
 
 mod common;
 
 use std::time::Instant;
 
 use readout::core::eval::logit_cost::median;
-use readout::host::{machine, today};
 use readout::kernels::random_attention::{RandomAttention, D, HEADS, KV_HEADS, SHAPES};
 use readout::kernels::Pool;
 use serde_json::json;
@@ -32,7 +31,7 @@ fn main() {
         .split(',')
         .map(|x| x.parse().expect("--threads: whole numbers"))
         .collect();
-    let out_path = args.text("--out");
+    let path = common::result_path("attention", "attention", args.text("--out"));
     let pools: Vec<Pool> = threads
         .iter()
         .map(|&t| Pool::new(t).expect("thread pool"))
@@ -65,14 +64,8 @@ fn main() {
         );
     }
     let out = json!({
-        "date": today(),
-        "machine": machine(),
-        "command": format!("cargo bench --bench attention -- --threads {} --rounds {rounds}",
-            threads.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(",")),
         "heads": HEADS, "kv_heads": KV_HEADS, "head_dim": D,
         "results": shapes,
     });
-    let path = out_path.unwrap_or_else(|| format!("bench/results/{}-attention.json", today()));
-    std::fs::write(&path, serde_json::to_string_pretty(&out).expect("json")).expect("write");
-    eprintln!("[attention] wrote {path}");
+    common::write_result("attention", &path, out, "attention");
 }

@@ -6,7 +6,7 @@
 //!   cargo bench --bench prefill -- [--tokens 256] [--rounds 7] [--threads 2] [MODEL_DIR ...]
 //!
 //! Checks that both pasts give bit-identical logits on a next token, and
-//! writes bench/results/<date>-native-prefill.json.
+//! writes bench/results/native-prefill/<date>-native-prefill.json.
 
 mod common;
 
@@ -15,7 +15,6 @@ use std::time::Instant;
 
 use readout::core::eval::logit_cost::{median, sweep_ids};
 use readout::engine::convention::{candidates, derive};
-use readout::host::{machine, today};
 use readout::runtime::native::{NativeOptions, NativeRuntime};
 use readout::ModelDir;
 use readout::Runtime;
@@ -25,6 +24,7 @@ use common::Args;
 
 fn main() {
     let mut args = Args::from_env();
+    let out = common::result_path("native-prefill", "native-prefill", args.text("--out"));
     let tokens = args.number("--tokens", 256);
     let rounds = args.number("--rounds", 7);
     let threads = args.number("--threads", 2);
@@ -115,15 +115,9 @@ fn main() {
             "speedup": mo / mn, "next_token_max_abs_diff": max_abs_diff,
         }));
     }
-    let date = today();
-    let out = PathBuf::from(format!("bench/results/{date}-native-prefill.json"));
     let doc = json!({
-        "benchmark": "native_prefill",
         "what": "a prefill fetching only present.* (Runtime::extend) against one also fetching every row's logits (Runtime::run keeping the past), interleaved",
-        "runner": "cargo bench --bench prefill",
-        "date": date,
-        "machine": machine(),
         "results": results,
     });
-    common::write_result(&out, &doc, "prefill");
+    common::write_result("native-prefill", &out, doc, "prefill");
 }

@@ -11,14 +11,13 @@
 //! Several thread counts are measured in one run, their rounds alternated,
 //! so their ratio sees the same machine.
 //!
-//! Writes bench/results/<date>-q4-matmul.json unless --out says.
+//! Writes bench/results/q4-matmul/<date>-q4-matmul.json unless --out says.
 
 mod common;
 
 use std::time::Instant;
 
 use readout::core::eval::logit_cost::median;
-use readout::host::{machine, today};
 use readout::kernels::random_layer::{RandomLayer, SMOLLM2_LAYER};
 use readout::kernels::simd;
 use readout::kernels::{Pool, Precision};
@@ -40,7 +39,7 @@ fn main() {
     };
     let thread_counts = list("--threads", args.text("--threads"), "1");
     let row_counts = list("--rows", args.text("--rows"), "1,45,256");
-    let out_path = args.text("--out");
+    let path = common::result_path("q4-matmul", "q4-matmul", args.text("--out"));
     let pools: Vec<Pool> = thread_counts
         .iter()
         .map(|&t| Pool::new(t).expect("thread pool"))
@@ -77,26 +76,10 @@ fn main() {
         rows_out.push(json!({ "rows": m, "by_threads": by_threads }));
     }
     let out = json!({
-        "date": today(),
-        "machine": machine(),
-        "command": format!(
-            "cargo bench --bench q4_matmul -- --threads {} --rounds {rounds} --rows {}",
-            joined(&thread_counts),
-            joined(&row_counts)
-        ),
         "kernel": kernel,
         "threads": thread_counts,
         "shapes_n_k": shapes,
         "results": rows_out,
     });
-    let path = out_path.unwrap_or_else(|| format!("bench/results/{}-q4-matmul.json", today()));
-    std::fs::write(&path, serde_json::to_string_pretty(&out).expect("json")).expect("write");
-    eprintln!("[q4_matmul] wrote {path}");
-}
-
-fn joined(xs: &[usize]) -> String {
-    xs.iter()
-        .map(|x| x.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
+    common::write_result("q4-matmul", &path, out, "q4_matmul");
 }

@@ -10,7 +10,7 @@
 //! state: every state prefilled whole, and every state built on the prefix
 //! (the prefix's own prefill counted once). The decisions of each pair on
 //! one criterion are compared, so the speed is of the same computation.
-//! Writes bench/results/<date>-native-shared-prefix.json, and the texts it
+//! Writes bench/results/native-shared-prefix/<date>-native-shared-prefix.json, and the texts it
 //! used to target/shared-prefix-texts.json, which the Chromium runner
 //! (bench/runners/shared_prefix.mjs) reads so both measure the same states
 //! (not under `--profile`, whose few states would replace them).
@@ -31,7 +31,6 @@ mod common;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use readout::host::{machine, today};
 use readout::{HostOptions, Mode, PrefixSpec, PromptStyle, ReadoutRequest, RuntimeKind, StateSpec};
 use serde_json::json;
 
@@ -131,6 +130,15 @@ fn main() {
     if texts_only {
         return;
     }
+    // Refused before the run when taken; a profile run writes no result.
+    let tail = if order == "blocks" { "-blocks" } else { "" };
+    let out = profile.is_none().then(|| {
+        common::result_path(
+            "native-shared-prefix",
+            &format!("native-shared-prefix{tail}"),
+            None,
+        )
+    });
     let style = &ReadoutRequest {
         mode: Some(Mode::Letters),
         prompt: Some(PromptStyle::Plain),
@@ -274,21 +282,14 @@ fn main() {
             "max_abs_dp_first_5_states": max_dp,
         }));
     }
-    let date = today();
-    let tail = if order == "blocks" { "-blocks" } else { "" };
-    let out = PathBuf::from(format!(
-        "bench/results/{date}-native-shared-prefix{tail}.json"
-    ));
     let doc = json!({
-        "benchmark": "native_shared_prefix",
         "what": format!("states sharing an instruction, prefilled whole against built on one shared prefix (whose prefill is counted once), {} in one run; goal: ≥ 2.5x", if order == "blocks" { "every state whole, then every state on the prefix," } else { "alternating by state" }),
-        "runner": format!("cargo bench --bench shared_prefix -- --states {states} --prefix-tokens {prefix_tokens} --evidence-tokens {evidence_tokens} --threads {threads} --order {order}{} {}", only.as_deref().map(|r| format!(" --runtime {r}")).unwrap_or_default(), dir.display()),
         "order": order,
-        "date": date,
         "model": dir.display().to_string(),
         "threads": threads,
-        "machine": machine(),
         "results": results,
     });
-    common::write_result(&out, &doc, "shared-prefix");
+    if let Some(out) = out {
+        common::write_result("native-shared-prefix", &out, doc, "shared_prefix");
+    }
 }

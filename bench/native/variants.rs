@@ -8,7 +8,7 @@
 //!
 //! Builds the `-trimmed` and `-trimmed-pruned` variants with the export
 //! commands when missing (each verified against the stock model), and writes
-//! bench/results/<date>-native-variants-<model>[-<tag>].json; it refuses to
+//! bench/results/native-variants/<date>-native-variants-<model>[-<tag>].json; it refuses to
 //! overwrite a file that is already there (pass another `--tag`).
 
 mod common;
@@ -19,8 +19,7 @@ use std::time::Instant;
 use readout::core::eval::logit_cost::median;
 use readout::core::text::prompt::{render_head, render_suffix};
 use readout::core::text::tokenizer::TextTokenizer;
-use readout::export::commands::{run, Op};
-use readout::host::{machine, today};
+use readout::surgery::commands::{run, Op};
 use readout::Precision;
 use readout::ReadoutRequest;
 use readout::{open_host_engine, HostEngine, HostOptions, RuntimeKind};
@@ -143,8 +142,6 @@ fn main() {
     };
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let models = root.join("models");
-    let out_dir = root.join("bench/results");
-    std::fs::create_dir_all(&out_dir).unwrap();
     let name = |k: RuntimeKind| match k {
         RuntimeKind::Ort => "onnxruntime",
         RuntimeKind::Own => "own",
@@ -152,13 +149,13 @@ fn main() {
     };
 
     for base in &bases {
-        let path = out_dir.join(format!("{}-native-variants-{base}{tag}.json", today()));
-        assert!(
-            !path.exists(),
-            "{} exists: pass --tag NAME to write beside it",
-            path.display()
+        // Refused when taken: pass --tag NAME to write beside it.
+        let path = common::result_path(
+            "native-variants",
+            &format!("native-variants-{base}{tag}"),
+            None,
         );
-        assert!(models.join(base).join("model.onnx").is_file(), "models/{base} is not built: run scripts/main.sh (or scripts/build_models.py qwen3-0.6b)");
+        assert!(models.join(base).join("model.onnx").is_file(), "models/{base} is not built: run scripts/main.sh (or modelgen/build_models.py qwen3-0.6b)");
         let dirs = ensure(&models, base);
         let mut vs: Vec<Variant> = runtimes
             .iter()
@@ -270,9 +267,6 @@ fn main() {
             );
         }
         let result = json!({
-            "benchmark": "native-variants",
-            "date": today(),
-            "machine": machine(),
             "runtimes": runtimes.iter().map(|&k| name(k)).collect::<Vec<_>>(),
             "onnxruntime": "1.30 (onnxruntime-node's libonnxruntime.so.1), CPU execution provider",
             "threads": threads,
@@ -286,7 +280,6 @@ fn main() {
             "variants": variants,
             "comparison": "speedup_vs_stock: the stock median over the variant's, on the same runtime; onnxruntime_over_own: ONNX Runtime's median over ours on the same graph; all measured in this run",
         });
-        std::fs::write(&path, serde_json::to_string_pretty(&result).unwrap() + "\n").unwrap();
-        eprintln!("bench: wrote {}", path.display());
+        common::write_result("native-variants", &path, result, "variants");
     }
 }

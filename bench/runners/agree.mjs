@@ -1,7 +1,7 @@
 // Browser against native on one state: loads a model directory in headless
 // Chromium on one backend, scores every criterion of the state, scores the
 // same state with the native CLI (ONNX Runtime), and writes the largest
-// |Δp| and any changed answer to bench/results/.
+// |Δp| and any changed answer to bench/results/agree/.
 //
 //   node bench/runners/agree.mjs --model gemma3-270m-q4 [--backend webgpu|wasm|cpu]
 //        [--mode letters|cloze] [--state examples/state.json] [--timeout-s 3600]
@@ -9,9 +9,10 @@
 // Long runs print the page's progress (load, prefill, each criterion), so a
 // SwiftShader run that takes many minutes is visibly alive.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { harness, ORT_BASE, ROOT, start } from "../../scripts/browser.mjs";
+import { harness, ORT_BASE, ROOT, start } from "../../harness/browser.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 
 function option(args, key, fallback) {
   const i = args.indexOf(key);
@@ -86,9 +87,6 @@ try {
     if (d.answer !== n.answer) changed.push(d.id);
   });
   const out = {
-    benchmark: "agree",
-    date: new Date().toISOString(),
-    runner: `node bench/runners/agree.mjs ${args.join(" ")}`,
     model,
     state: state.id,
     mode,
@@ -106,9 +104,8 @@ try {
     answers: { browser: r.decisions.map((d) => d.answer), native: native.decisions.map((d) => d.answer) },
     probs: { browser: r.decisions.map((d) => d.probs.map((p) => p.p)), native: native.decisions.map((d) => d.probs.map((p) => p.p)) },
   };
-  mkdirSync(join(ROOT, "bench/results"), { recursive: true });
-  const file = join(ROOT, "bench/results", `${out.date.slice(0, 10)}-agree-${model}-${r.info.backend}-${mode}.json`);
-  writeFileSync(file, JSON.stringify(out, null, 2) + "\n");
+  const file = resultPath("agree", "agree", `agree-${model}-${r.info.backend}-${mode}`);
+  writeResult(file, "agree", "bench/runners/agree.mjs", out, { emulated: r.info.backend === "webgpu" });
   const own = ownF32 ? `; against our float32 runtime ${out.max_abs_dp_vs_own_f32.toExponential(2)} (ONNX Runtime against it ${out.max_abs_dp_onnxruntime_vs_own_f32.toExponential(2)})` : "";
   console.error(`[agree] ${model} on ${r.info.backend}: max |Δp| ${worst.toExponential(2)} against ONNX Runtime, ${changed.length} answers changed${own}; wrote ${file}`);
 } catch (e) {

@@ -10,13 +10,14 @@
 #       unless PROMPTS says otherwise
 #
 # Defaults: models/smollm2-135m-instruct-q4 and
-# bench/results/<date>-decisions-<model>.json. Needs the release CLI
+# bench/results/decisions/<date>-decisions-<model>.json (refused if taken). Needs the release CLI
 # (`cargo build --release`, done by scripts/main.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 model=${1:-models/smollm2-135m-instruct-q4}
 id=$(basename "$model")
-out=${2:-bench/results/$(date -u +%F)-decisions-$id.json}
+out=${2:-bench/results/decisions/$(date -u +%F)-decisions-$id.json}
+[ ! -e "$out" ] || { echo "decisions: $out exists; name another OUT" >&2; exit 1; }
 fixture=tests/fixtures/authored.jsonl
 bin=target/release/readout
 [ -x "$bin" ] || { echo "decisions: $bin is missing; run cargo build --release" >&2; exit 1; }

@@ -2,7 +2,8 @@
 // comparison: the metrics the decision goal is stated in, per combination.
 // Usage: node bench/runners/decisions_summary.mjs FIXTURE OUT REPORT.json...
 //        node bench/runners/decisions_summary.mjs --table SUMMARY.json   (markdown, for docs/)
-import { readFileSync, writeFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
+import { writeResult } from "./result_file.mjs";
 import { basename } from "node:path";
 
 // The program that writes these summaries. Files from before bench/ was
@@ -15,7 +16,7 @@ if (process.argv[2] === "--table") {
   const s = JSON.parse(readFileSync(file, "utf8"));
   const f = (x, d = 3) => (x == null ? "unbounded" : x.toFixed(d));
   const how = s.examples_file ? `EXAMPLES=${s.examples_file} ${COMMAND}` : COMMAND;
-  console.log(`${s.model}, ${s.criteria} criteria of \`${s.fixture}\`, ${s.runtime}; source \`bench/results/${basename(file)}\` (\`${how}\`).\n`);
+  console.log(`${s.model}, ${s.criteria} criteria of \`${s.fixture}\`, ${s.runtime}; source \`bench/results/${s.kind ?? "decisions"}/${basename(file)}\` (\`${how}\`).\n`);
   // Runs with worked examples (spec §14) add the count and the weakest
   // family, which their goal is stated in.
   const ex = s.rows.some((r) => r.examples);
@@ -60,24 +61,21 @@ const rows = reports
 const first = JSON.parse(readFileSync(reports[0], "utf8"));
 const score = (r) => Math.min(r.accuracy, r.mean_family_balanced_accuracy);
 const best = rows.reduce((a, b) => (score(b) > score(a) ? b : a));
-writeFileSync(
+writeResult(
   out,
-  JSON.stringify(
-    {
-      what: "readout evaluate over every readout combination, one run, one machine",
-      command: COMMAND,
-      // The worked examples' file (decisions.sh's EXAMPLES), when there were any.
-      ...(process.env.EXAMPLES ? { examples_file: process.env.EXAMPLES } : {}),
-      model: first.model,
-      runtime: first.runtime,
-      fixture,
-      criteria: first.criteria,
-      date: new Date().toISOString(),
-      goal: "accuracy and mean family balanced accuracy >= 0.60; max picked/gold <= 2",
-      best: { ...best, meets_goal: best.accuracy >= 0.6 && best.mean_family_balanced_accuracy >= 0.6 && best.max_pick_over_gold !== null && best.max_pick_over_gold <= 2 },
-      rows,
-    },
-    null,
-    2,
-  ) + "\n",
+  "decisions",
+  "bench/runners/decisions_summary.mjs",
+  {
+    what: "readout evaluate over every readout combination, one run, one machine",
+    // The worked examples' file (decisions.sh's EXAMPLES), when there were any.
+    ...(process.env.EXAMPLES ? { examples_file: process.env.EXAMPLES } : {}),
+    model: first.model,
+    runtime: first.runtime,
+    fixture,
+    criteria: first.criteria,
+    goal: "accuracy and mean family balanced accuracy >= 0.60; max picked/gold <= 2",
+    best: { ...best, meets_goal: best.accuracy >= 0.6 && best.mean_family_balanced_accuracy >= 0.6 && best.max_pick_over_gold !== null && best.max_pick_over_gold <= 2 },
+    rows,
+  },
+  { command: COMMAND },
 );

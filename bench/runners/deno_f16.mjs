@@ -1,5 +1,5 @@
 // The mission's own path measured: a q4f16 model on WebGPU with float16 and
-// its KV on the GPU, in Deno on Mesa's lavapipe (scripts/deno.mjs). Four
+// its KV on the GPU, in Deno on Mesa's lavapipe (harness/deno.mjs). Four
 // variants: the stock file in its catalog readout (what users get by
 // default: on SmolLM2 cloze with content-free calibration), the stock file
 // in letters, and the trimmed and pruned+trimmed files in letters. Per
@@ -16,13 +16,14 @@
 // true), so only the agreement and the bytes carry over to a real GPU.
 //   node bench/runners/deno_f16.mjs [--model smollm2-135m-instruct-q4f16]
 //       [--states 8] [--no-f32] [--out FILE]
-import { flagOption, valueOption } from "../../scripts/browser.mjs";
+import { flagOption, valueOption } from "../../harness/browser.mjs";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "../../scripts/deno.mjs";
-import { F16_BOUND } from "../../scripts/f16_bound.mjs";
-import { ROOT } from "../../scripts/serve.mjs";
+import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "../../harness/deno.mjs";
+import { F16_BOUND } from "../../harness/f16_bound.mjs";
+import { ROOT } from "../../harness/serve.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 
 const args = process.argv.slice(2);
 const value = (flag, fallback) => valueOption(args, flag, fallback, "deno_f16");
@@ -37,8 +38,7 @@ function count(flag, fallback) {
 const model = value("--model", "smollm2-135m-instruct-q4f16");
 const nStates = count("--states", 8);
 const withF32 = !flagOption(args, "--no-f32");
-const date = new Date().toISOString().slice(0, 10);
-const out = value("--out", join(ROOT, "bench", "results", `${date}-deno-webgpu-f16-${model}.json`));
+const out = resultPath("deno_f16", "deno-webgpu-f16", `deno-webgpu-f16-${model}`, value("--out", undefined));
 if (args.length) {
   console.error(`deno_f16: unknown arguments ${args.join(" ")} (--model ID, --states N, --no-f32, --out FILE)`);
   process.exit(2);
@@ -78,7 +78,7 @@ const subset = join(ROOT, "target", "bench", `authored-first-${nStates}.jsonl`);
 writeFileSync(subset, states.map((s) => JSON.stringify(s)).join("\n") + "\n");
 
 /** The native CLI's decisions on the same states (`readout evaluate`), by state/criterion. */
-function native(v, extra = [], tag = "ort") {
+function native(v, extra = ["--runtime", "ort"], tag = "ort") {
   const id = `${model}${v.suffix}`;
   const file = join(ROOT, "target", "bench", `native-${v.name}-${tag}-${id}.json`);
   const how = v.catalog ? ["--model", `models.json#${id}`] : ["--model", `models/${id}`, "--mode", v.readout.mode, "--calibration", v.readout.calibration, "--prompt", v.readout.prompt];
@@ -106,7 +106,7 @@ function compare(a, b) {
 const accuracy = (m) => [...m].filter(([key, d]) => d.answer === gold.get(key)).length / m.size;
 
 const result = {
-  date, runner: "bench/runners/deno_f16.mjs", model, emulated: true, runtime: "deno", bound_tiny_model: F16_BOUND,
+  model, runtime: "deno", bound_tiny_model: F16_BOUND,
   states: nStates, fixture: "tests/fixtures/authored.jsonl (first states)", variants: {},
 };
 for (const v of VARIANTS) {
@@ -169,6 +169,5 @@ for (const v of VARIANTS) {
   console.error(`[deno_f16] ${id} (${v.name}): ${r.criteria} criteria, |Δp| vs native max ${c.max_abs_dp.toExponential(2)} median ${c.median_abs_dp.toExponential(2)}, ${c.argmax_changes} argmax changed, accuracy ${entry.accuracy.webgpu_f16.toFixed(3)} (native ${entry.accuracy.native_ort.toFixed(3)}), ${r.bytesPerCriterion} B read back and ${r.msPerCriterion.toFixed(0)} ms a criterion (emulated)`);
   if (entry.webgpu_f16_vs_f32) console.error(`[deno_f16]   vs float32 (own --precision f32): webgpu max ${entry.webgpu_f16_vs_f32.max_abs_dp.toExponential(2)}, native max ${entry.native_ort_vs_f32.max_abs_dp.toExponential(2)}`);
 }
-mkdirSync(join(ROOT, "bench", "results"), { recursive: true });
-writeFileSync(out, JSON.stringify(result, null, 2) + "\n");
+writeResult(out, "deno-webgpu-f16", "bench/runners/deno_f16.mjs", result, { emulated: true });
 console.error(`[deno_f16] wrote ${out}`);

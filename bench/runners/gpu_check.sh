@@ -85,8 +85,8 @@ t.extractall(sys.argv[1], **({"filter": "tar"} if hasattr(tarfile, "tar_filter")
   ln -sfn "$repo/bench" "$root/bench"
   ln -sfn "$repo/www" "$root/www"
   # The pages' import map is written by this one script.
-  mkdir -p "$root/scripts"
-  ln -sfn "$repo/scripts/import_map.js" "$root/scripts/import_map.js"
+  mkdir -p "$root/harness"
+  ln -sfn "$repo/harness/import_map.js" "$root/harness/import_map.js"
   chromium="$stage/x/chromium/chromium"
   libs="$stage/x/lib:$stage/x/chromium"
 elif [ "$stage_only" = 1 ]; then

@@ -1,4 +1,4 @@
-// Hugging Face's own ONNX files (scripts/hf_onnx.py: Optimum's export, the
+// Hugging Face's own ONNX files (modelgen/hf_onnx.py: Optimum's export, the
 // MatMulNBits quantiser at block 32, the float16 conversion) through the
 // engine unchanged, beside the builder's files from the same weights:
 // - native ONNX Runtime: both files load and pass the load-time proofs, and
@@ -11,30 +11,30 @@
 //   the files, letters on the fixture's first states, against native ONNX
 //   Runtime on the same file; a load the engine refuses (a proof that fails)
 //   is recorded with its code and message.
-// Writes bench/results/<date>-hf-onnx-<model>.json.
+// Writes bench/results/hf-onnx/<date>-hf-onnx-<model>.json.
 //   node bench/runners/hf_check.mjs [--dir models/hf-smollm2-135m-instruct] [--states 3] [--out FILE]
-import { valueOption } from "../../scripts/browser.mjs";
+import { valueOption } from "../../harness/browser.mjs";
 import { createHash } from "node:crypto";
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "../../scripts/deno.mjs";
-import { ROOT } from "../../scripts/serve.mjs";
+import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "../../harness/deno.mjs";
+import { ROOT } from "../../harness/serve.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 
 const args = process.argv.slice(2);
 const value = (flag, fallback) => valueOption(args, flag, fallback, "hf_check");
 const dir = value("--dir", "models/hf-smollm2-135m-instruct");
 const nStates = Number(value("--states", "3"));
-const date = new Date().toISOString().slice(0, 10);
 const id = basename(dir);
-const out = value("--out", join(ROOT, "bench", "results", `${date}-hf-onnx-${id}.json`));
+const out = resultPath("hf_check", "hf-onnx", `hf-onnx-${id}`, value("--out", undefined));
 const builder = value("--builder", "smollm2-135m-instruct");
 if (args.length || !(nStates >= 1)) {
   console.error(`hf_check: unknown arguments or bad --states (${args.join(" ")})`);
   process.exit(2);
 }
 if (!existsSync(join(ROOT, dir, ".complete"))) {
-  console.error(`hf_check: ${dir} is not built; run the HF venv's python scripts/hf_onnx.py (scripts/setup.sh --hf makes the venv)`);
+  console.error(`hf_check: ${dir} is not built; run the HF venv's python modelgen/hf_onnx.py (scripts/setup.sh --hf makes the venv)`);
   process.exit(1);
 }
 const bin = join(ROOT, "target", "release", "readout");
@@ -52,7 +52,9 @@ writeFileSync(subset, fixture.slice(0, nStates).map((s) => JSON.stringify(s)).jo
 function evaluate(model, fixtureFile, extra, tag) {
   const file = join(ROOT, "target", "bench", `hf-${tag}.json`);
   try {
-    execFileSync(bin, ["evaluate", fixtureFile, "--model", model, ...extra, "--out", file], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"], encoding: "utf8" });
+    // The reference is ONNX Runtime unless a run names its runtime.
+    const runtime = extra.includes("--runtime") ? [] : ["--runtime", "ort"];
+    execFileSync(bin, ["evaluate", fixtureFile, "--model", model, ...runtime, ...extra, "--out", file], { cwd: ROOT, stdio: ["ignore", "ignore", "pipe"], encoding: "utf8" });
     return { report: JSON.parse(readFileSync(file, "utf8")) };
   } catch (e) {
     return { refused: String(e.stderr ?? e.message).trim().split("\n").filter((l) => l.startsWith("readout: error")).join(" ") || String(e.message) };
@@ -63,7 +65,7 @@ const byKey = (rep) => new Map(rep.rows.map((r) => [`${r.state}/${r.decision.id}
 
 const CLOZE = ["--mode", "cloze", "--calibration", "content-free", "--prompt", "plain"];
 const LETTERS = ["--mode", "letters", "--calibration", "none", "--prompt", "plain"];
-const result = { date, runner: "bench/runners/hf_check.mjs", dir, made_by: "scripts/hf_onnx.py", builder_models: builder, native: {}, own: {}, deno: null };
+const result = { dir, made_by: "modelgen/hf_onnx.py", builder_models: builder, native: {}, own: {}, deno: null };
 const full = join(ROOT, "tests/fixtures/authored.jsonl");
 for (const f of ["model_q4.onnx", "model_q4f16.onnx"]) {
   const path = `${dir}/onnx/${f}`;
@@ -177,6 +179,5 @@ if (denoAvailable()) {
 } else {
   result.deno = { skipped: "deno is missing (bash scripts/setup.sh installs it)" };
 }
-mkdirSync(join(ROOT, "bench", "results"), { recursive: true });
-writeFileSync(out, JSON.stringify(result, null, 2) + "\n");
+writeResult(out, "hf-onnx", "bench/runners/hf_check.mjs", result, { emulated: result.deno?.skipped === undefined });
 log(`wrote ${out}`);

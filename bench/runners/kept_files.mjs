@@ -6,16 +6,16 @@
 // from storage, and the time the second load spent hashing: its share of
 // the load is what decides whether every read is hashed (the goal: < 5 %).
 // Rounds alternate nothing (the order is the point); each round is a fresh
-// profile. Writes bench/results/<date>-kept-files-<model>.json (refused if taken).
+// profile. Writes bench/results/kept-files/<date>-kept-files-<model>.json (refused if taken).
 //
 //   node bench/runners/kept_files.mjs [--model smollm2-135m-instruct-q4f16]
 //        [--browsers chromium,firefox] [--rounds 2] [--out FILE]
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { option } from "../../scripts/browser.mjs";
-import { launch } from "../../scripts/chromium.mjs";
-import { launchFirefox } from "../../scripts/firefox.mjs";
-import { countSent, ROOT, serve } from "../../scripts/serve.mjs";
+import { option } from "../../harness/browser.mjs";
+import { launch } from "../../harness/chromium.mjs";
+import { launchFirefox } from "../../harness/firefox.mjs";
+import { countSent, ROOT, serve } from "../../harness/serve.mjs";
 import { resultPath, writeResult } from "./result_file.mjs";
 
 const a = process.argv.slice(2);
@@ -25,7 +25,7 @@ const rounds = Number(option(a, "--rounds", 2));
 const outArg = option(a, "--out", undefined);
 if (a.length) throw new Error(`kept_files: unknown arguments: ${a.join(" ")}`);
 if (!existsSync(join(ROOT, "models.json"))) throw new Error("kept_files: no models.json (run bash scripts/main.sh first)");
-const out = resultPath("kept_files", `kept-files-${model}`, outArg);
+const out = resultPath("kept_files", "kept-files", `kept-files-${model}`, outArg);
 const log = (l) => console.error(`[kept] ${l}`);
 
 /** In the page: one load on cpu, timed, with what info() says of storage. */
@@ -51,7 +51,7 @@ try {
       try {
         const page = await browser.newPage();
         const ready = () => page.waitForFunction(() => window.harnessReady, ...(name === "firefox" ? [{ timeout: 120_000 }] : [null, { timeout: 120_000 }]));
-        await page.goto(`${base}/scripts/harness.html`);
+        await page.goto(`${base}/harness/page.html`);
         await ready();
         row.user_agent ??= await page.evaluate(() => navigator.userAgent);
         sent.bytes = 0;
@@ -72,7 +72,7 @@ try {
   server.close();
 }
 const shares = results.flatMap((r) => r.rounds.map((x) => x.hash_share_of_load));
-writeResult(out, { benchmark: "kept-files" }, "bench/runners/kept_files.mjs", {
+writeResult(out, "kept-files", "bench/runners/kept_files.mjs", {
   model, backend: "cpu",
   goals: { hash_share_of_load: { value: Math.max(...shares), goal: "< 0.05 (hash every read)" }, second_load_network_bytes: { value: Math.max(...results.flatMap((r) => r.rounds.map((x) => x.second.network_bytes))), goal: "0" } },
   results,

@@ -4,7 +4,7 @@
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { ROOT } from "../../scripts/serve.mjs";
+import { ROOT } from "../../harness/serve.mjs";
 import { cost45 } from "../page/compare.mjs";
 
 /**

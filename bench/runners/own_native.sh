@@ -8,12 +8,14 @@
 #
 #   bash bench/runners/own_native.sh [THREADS] [OUT_JSON] [MODEL_DIR...]
 #
-# Defaults: 2 threads, bench/results/<date>-own-native.json, SmolLM2-135M
+# Defaults: 2 threads, bench/results/own-native/<date>-own-native.json (refused if taken), SmolLM2-135M
 # q4f16 and q4. Needs the release CLI (`cargo build --release`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 threads=${1:-2}
-out=${2:-bench/results/$(date -u +%F)-own-native.json}
+command="bash bench/runners/own_native.sh $*"
+out=${2:-bench/results/own-native/$(date -u +%F)-own-native.json}
+[ ! -e "$out" ] || { echo "own_native: $out exists; name another OUT" >&2; exit 1; }
 shift $(( $# > 2 ? 2 : $# ))
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(models/smollm2-135m-instruct-q4f16 models/smollm2-135m-instruct-q4)
@@ -33,7 +35,7 @@ if grep -q avx512-vnni "$work/own.json"; then sweep own-avx2 own READOUT_KERNEL=
 sweep ort ort
 node -e '
 const fs = require("fs");
-const [own, ort, out, threads, avx2] = process.argv.slice(1);
+const [own, ort, out, threads, avx2, command] = process.argv.slice(1);
 const read = (f) => JSON.parse(fs.readFileSync(f));
 const a = read(own), b = read(ort), c = fs.existsSync(avx2) ? read(avx2) : null;
 const tps = (x) => a.prefix_tokens / (x.prefill_ms / 1000);
@@ -54,13 +56,13 @@ const variants = a.variants.map((v, i) => {
   }
   return r;
 });
-const r = { benchmark: "own_native", date: a.date, machine: a.machine, threads: Number(threads),
-  prefix_tokens: a.prefix_tokens, lengths: a.lengths, runs: a.runs, variants };
-fs.writeFileSync(out, JSON.stringify(r, null, 2) + "\n");
+const r = { threads: Number(threads), prefix_tokens: a.prefix_tokens, lengths: a.lengths, runs: a.runs, variants };
+const lib = require("url").pathToFileURL(require("path").resolve("bench/runners/result_file.mjs"));
+import(lib).then(({ writeResult }) => writeResult(out, "own-native", "", r, { command }));
 for (const v of variants) {
   const x = (r) => `x${r.per_token_ms.toFixed(2)}`;
   const avx2 = v.own_avx2 ? `, ${v.own_avx2.fit.per_token_ms.toFixed(2)} ms ours on avx2 (ours/avx2 ${x(v.ratio_own_over_own_avx2)})` : "";
   console.error(`own_native: ${v.id}: per token ${v.own.fit.per_token_ms.toFixed(2)} ms ours${avx2}, ${v.onnxruntime.fit.per_token_ms.toFixed(2)} ms ONNX Runtime (ours/ONNX Runtime ${x(v.ratio_own_over_onnxruntime)}); prefill ${v.own.prefill_tokens_per_s.toFixed(0)} vs ${v.onnxruntime.prefill_tokens_per_s.toFixed(0)} tokens/s`);
 }
-' "$work/own.json" "$work/ort.json" "$out" "$threads" "$work/own-avx2.json"
+' "$work/own.json" "$work/ort.json" "$out" "$threads" "$work/own-avx2.json" "$command"
 echo "own_native: wrote $out" >&2

@@ -12,12 +12,14 @@
 #   measured on. Only times are read from it.
 # - "authored": tests/fixtures/authored.jsonl as it is (4 criteria a state),
 #   for the cyclic-debias times the docs quote.
-# Defaults: 2 threads, bench/results/<date>-own-pack.json, SmolLM2-135M
+# Defaults: 2 threads, bench/results/own-pack/<date>-own-pack.json (refused if taken), SmolLM2-135M
 # q4f16. Needs the release CLI (`cargo build --release`).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 threads=${1:-2}
-out=${2:-bench/results/$(date -u +%F)-own-pack.json}
+command="bash bench/runners/own_pack.sh $*"
+out=${2:-bench/results/own-pack/$(date -u +%F)-own-pack.json}
+[ ! -e "$out" ] || { echo "own_pack: $out exists; name another OUT" >&2; exit 1; }
 model=${3:-models/smollm2-135m-instruct-q4f16}
 bin=target/release/readout
 [ -x "$bin" ] || { echo "own_pack: $bin is missing; run cargo build --release" >&2; exit 1; }
@@ -43,7 +45,8 @@ done
 node --input-type=module -e '
 import fs from "node:fs";
 import { PACK_GOALS, packRatios } from "./bench/runners/pack_common.mjs";
-const [work, out, threads, model] = process.argv.slice(1);
+import { writeResult } from "./bench/runners/result_file.mjs";
+const [work, out, threads, model, command] = process.argv.slice(1);
 const names = ["letters", "cyclic", "cloze", "authored-none", "authored-cyclic"];
 const runs = {};
 for (const n of names) for (const p of ["off", "on"]) {
@@ -52,12 +55,12 @@ for (const n of names) for (const p of ["off", "on"]) {
 }
 const ratios = packRatios(runs);
 const r = {
-  benchmark: "own_pack", date: new Date().toISOString(), model, threads: Number(threads),
+  model, threads: Number(threads),
   note: "ms_per_criterion: scoring time (baselines included, prefills excluded) per criterion, from readout evaluate; off = one run per branch, on = branches packed; same runtime, files and threads, one run",
   goals: PACK_GOALS,
   runs, ratios,
 };
-fs.writeFileSync(out, JSON.stringify(r, null, 2) + "\n");
+writeResult(out, "own-pack", "", r, { command });
 for (const [k, v] of Object.entries(ratios)) console.error(`own_pack: ${k} ${v.toFixed(2)}`);
-' "$work" "$out" "$threads" "$model"
+' "$work" "$out" "$threads" "$model" "$command"
 echo "own_pack: wrote $out" >&2

@@ -7,11 +7,11 @@
 //        [--states 3] [--out FILE]
 //
 // Needs the package (bash scripts/build_pkg.sh) and the model under models/.
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { serve, ROOT } from "../../scripts/serve.mjs";
-import { launch } from "../../scripts/chromium.mjs";
+import { serve, ROOT } from "../../harness/serve.mjs";
+import { launch } from "../../harness/chromium.mjs";
 import { eightCriteriaStates, PACK_GOALS, packRatios } from "./pack_common.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 
 function parseArgs(argv) {
   const a = [...argv];
@@ -37,6 +37,7 @@ const CONFIGS = {
 
 async function main() {
   const o = parseArgs(process.argv.slice(2));
+  const out = resultPath("pack_browser", "pack-browser", "pack-browser", o.out);
   const states = eightCriteriaStates().slice(0, o.states);
   const server = await serve(0);
   const base = `http://127.0.0.1:${server.address().port}`;
@@ -79,10 +80,7 @@ async function main() {
     server.close();
   }
   const ratios = packRatios(runs);
-  const date = new Date().toISOString();
   const r = {
-    benchmark: "pack_browser",
-    date,
     model: o.model,
     states: states.length,
     threads: 1,
@@ -91,8 +89,7 @@ async function main() {
     runs,
     ratios,
   };
-  const out = o.out ?? join(ROOT, "bench", "results", `${date.slice(0, 10)}-pack-browser.json`);
-  writeFileSync(out, JSON.stringify(r, null, 2) + "\n");
+  writeResult(out, "pack-browser", "bench/runners/pack_browser.mjs", r);
   for (const [k, v] of Object.entries(ratios)) console.error(`pack_browser: ${k} ${v.toFixed(2)}`);
   console.error(`pack_browser: wrote ${out}`);
 }

@@ -9,17 +9,17 @@
 // `ms`, so the worker's overhead per criterion (wall minus the engine's
 // time, less the same difference on the page) is measured in the same run.
 // The two paths alternate within each round (page first in odd rounds).
-// Writes bench/results/<date>-page-thread-<model>.json (refused if taken).
+// Writes bench/results/page-thread/<date>-page-thread-<model>.json (refused if taken).
 //
 //   node bench/runners/page_thread.mjs [--model smollm2-135m-instruct-q4f16]
 //        [--browsers chromium,firefox] [--builds single,threads] [--rounds 2]
 //        [--threads 2] [--out FILE]
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { launch } from "../../scripts/chromium.mjs";
-import { launchFirefox } from "../../scripts/firefox.mjs";
-import { option } from "../../scripts/browser.mjs";
-import { ROOT, serve } from "../../scripts/serve.mjs";
+import { launch } from "../../harness/chromium.mjs";
+import { launchFirefox } from "../../harness/firefox.mjs";
+import { option } from "../../harness/browser.mjs";
+import { ROOT, serve } from "../../harness/serve.mjs";
 import { resultPath, writeResult } from "./result_file.mjs";
 
 const a = process.argv.slice(2);
@@ -30,7 +30,7 @@ const rounds = Number(option(a, "--rounds", 2));
 const threads = Number(option(a, "--threads", 2));
 const outArg = option(a, "--out", undefined);
 if (a.length) throw new Error(`page_thread: unknown arguments: ${a.join(" ")}`);
-const out = resultPath("page_thread", `page-thread-${model}`, outArg);
+const out = resultPath("page_thread", "page-thread", `page-thread-${model}`, outArg);
 if (!existsSync(join(ROOT, "models.json"))) throw new Error("page_thread: no models.json (run bash scripts/main.sh first)");
 const log = (l) => console.error(`[page-thread] ${l}`);
 
@@ -88,7 +88,7 @@ try {
       const browser = name === "firefox" ? await launchFirefox() : await launch({ webgpu: false });
       try {
         const page = await browser.newPage();
-        await page.goto(`${base}/scripts/harness.html`);
+        await page.goto(`${base}/harness/page.html`);
         const runs = { page: [], worker: [] };
         for (let round = 0; round < rounds; round++) {
           for (const path of round % 2 === 0 ? ["page", "worker"] : ["worker", "page"]) {
@@ -133,6 +133,6 @@ const goals = {
   longest_gap_through_worker_ms: { value: Math.max(...results.map((r) => r.worker.longest_gap_ms)), goal: "<= 50" },
   worker_overhead_share: { value: Math.max(...results.map((r) => r.worker_overhead_share)), goal: "<= 0.02" },
 };
-writeResult(out, { benchmark: "page-thread" }, "bench/runners/page_thread.mjs", { model, state: "examples/state.json", criteria: state.criteria.length, rounds, goals, results });
+writeResult(out, "page-thread", "bench/runners/page_thread.mjs", { model, state: "examples/state.json", criteria: state.criteria.length, rounds, goals, results });
 log(`wrote ${out}`);
 for (const [k, g] of Object.entries(goals)) log(`${k}: ${g.value} (goal ${g.goal})`);

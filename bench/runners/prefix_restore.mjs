@@ -7,7 +7,7 @@
 // within each round. A state on the restored prefix is scored against one
 // on the prefilled prefix: the speed is of the same computation, equal bit
 // for bit. WebGPU runs on SwiftShader here (emulated) and is marked so.
-// Writes bench/results/<date>-prefix-restore-<model>.json (refused if taken).
+// Writes bench/results/prefix-restore/<date>-prefix-restore-<model>.json (refused if taken).
 //
 //   node bench/runners/prefix_restore.mjs [--model smollm2-135m-instruct-q4]
 //        [--backends cpu,webgpu] [--rounds 5] [--out FILE]
@@ -15,7 +15,7 @@
 // prefill runs for minutes.
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { harness, option, ROOT, start, ORT_BASE } from "../../scripts/browser.mjs";
+import { harness, option, ROOT, start, ORT_BASE } from "../../harness/browser.mjs";
 import { resultPath, writeResult } from "./result_file.mjs";
 
 const a = process.argv.slice(2);
@@ -27,7 +27,7 @@ if (a.length) throw new Error(`prefix_restore: unknown arguments: ${a.join(" ")}
 const textsPath = join(ROOT, "target/shared-prefix-texts.json");
 if (!existsSync(textsPath)) throw new Error("prefix_restore: target/shared-prefix-texts.json is missing; run `cargo bench --bench shared_prefix` first (it writes the rubric)");
 const texts = JSON.parse(readFileSync(textsPath, "utf8"));
-const out = resultPath("prefix_restore", `prefix-restore-${model}`, outArg);
+const out = resultPath("prefix_restore", "prefix-restore", `prefix-restore-${model}`, outArg);
 const log = (l) => console.error(`[prefix-restore] ${l}`);
 const criterion = { id: "urgent", family: "yes_no", question: "Is this ticket urgent?", options: [{ id: "o0", description: "Yes" }, { id: "o1", description: "No" }] };
 
@@ -122,7 +122,7 @@ try {
 } finally {
   await ctx.close();
 }
-writeResult(out, { benchmark: "prefix_restore" }, "bench/runners/prefix_restore.mjs", {
+writeResult(out, "prefix-restore", "bench/runners/prefix_restore.mjs", {
   what: "a kept rubric prefix restored (from prefix.save()'s bytes, and from the browser's storage with keep: true: read, checked, imported) against the same prefix prefilled, alternating in one page per backend; speedup = median prefill ÷ median restore from storage; goal: ≥ 10x on cpu",
   model, chromium, rounds, emulated: backends.includes("webgpu"), results,
 });

@@ -2,7 +2,7 @@
 single-process CLI (`readout evaluate`), on one synthetic corpus, in one run.
 
     .venv/bin/python bench/runners/ray_bench.py [--states 2000] [--model models/smollm2-135m-instruct-q4]
-        [--runtime ort] [--out bench/results/<date>-ray-<model>.json]
+        [--runtime ort] [--out bench/results/ray/<date>-ray-<model>.json]
 
 The corpus is generated from a fixed seed: short order notes, each with two
 criteria drawn from one rubric (the same questions and options throughout,
@@ -14,7 +14,6 @@ once, each actor once); Ray's own start is timed apart. Decisions are
 compared across configurations (answers, largest probability difference)
 rather than assumed equal: thread counts differ."""
 import argparse
-import datetime
 import json
 import os
 import platform
@@ -24,7 +23,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from result_file import ROOT, result_path, write_result
 
 NAMES = ["Alice", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana"]
 CITIES = ["Paris", "Lagos", "Osaka", "Lima", "Oslo", "Cairo"]
@@ -99,8 +98,7 @@ def main():
         sys.exit(f"{cli}: build it first (cargo build --release)")
     model = os.path.join(ROOT, a.model)
     model_id = os.path.basename(a.model.rstrip("/"))
-    out = a.out or os.path.join(ROOT, "bench", "results",
-                                f"{datetime.date.today().isoformat()}-ray-{model_id}.json")
+    out = result_path("ray_bench", "ray", f"ray-{model_id}", a.out)
     tmp = tempfile.mkdtemp(prefix="readout-ray-bench-")
     states = corpus(a.states)
     path = os.path.join(tmp, "corpus.jsonl")
@@ -141,11 +139,8 @@ def main():
     for r in runs.values():
         r["speedup_vs_cli"] = base / r["wall_seconds"]
     result = {
-        "study": "bulk",
         "what": "bulk scoring throughput: readout.ray (1 and 2 actors) vs the single-process CLI, one run",
-        "command": "python bench/runners/ray_bench.py " + " ".join(sys.argv[1:]),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "platform": platform.platform(),
         "model": model_id, "runtime": a.runtime, "states": len(states),
         "criteria": sum(len(s["criteria"]) for s in states), "corpus_bytes": size, "block_bytes": block_bytes,
         "readout": {k: rep["options"][k] for k in ("mode", "cloze_score", "calibration")},
@@ -161,10 +156,7 @@ def main():
             "its own content-free baseline cache, so every actor pays the rubric's baselines once.",
         ],
     }
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(result, f, indent=2)
-        f.write("\n")
+    write_result(out, "ray", "bench/runners/ray_bench.py", result)
     print(json.dumps({k: {"wall_seconds": round(v["wall_seconds"], 1), "x_cli": round(v["speedup_vs_cli"], 2)}
                       for k, v in runs.items()}))
     print(f"ray_bench: written {out}", file=sys.stderr)

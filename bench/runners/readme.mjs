@@ -4,34 +4,33 @@
 //   node bench/runners/readme.mjs --check    fail if the committed one differs (the test command)
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const bench = join(here, "..");
 const results = join(bench, "results");
-const files = readdirSync(results).filter((f) => f.endsWith(".json")).sort();
+// Every result sits in the folder of its kind (its header's `kind`).
+const files = readdirSync(results, { withFileTypes: true })
+  .filter((d) => d.isDirectory())
+  .flatMap((d) => readdirSync(join(results, d.name)).filter((f) => f.endsWith(".json")).map((f) => `${d.name}/${f}`))
+  .sort((a, b) => (basename(a) < basename(b) ? -1 : basename(a) > basename(b) ? 1 : 0));
+const header = (f) => JSON.parse(readFileSync(join(results, f), "utf8"));
+// The kinds with a table of their own below; the rest are indexed at the end.
+const SECTION = {
+  "logit-cost": "page", "own-pack": "pack", "pack-browser": "pack", "own-native": "own", "native-variants": "variants",
+  threads: "threads", engines: "engines", "dot-peak": "dot-peak", "test-suite": "test-suite", ray: "bulk",
+  "page-thread": "page-thread", "kept-files": "kept-files", "storage-choice": "storage-choice", "prefix-restore": "prefix-restore",
+};
 const kind = (f) => {
+  let r;
   try {
-    const r = JSON.parse(readFileSync(join(results, f), "utf8"));
-    if (r.benchmark === "logit_cost") return "page";
-    if (r.benchmark === "own_pack" || r.benchmark === "pack_browser") return "pack";
-    if (r.benchmark === "own_native") return "own";
-    if (r.benchmark === "native-variants") return "variants";
-    if (r.rows && r.best && /^bash bench\/(runners\/)?decisions\.sh$/.test(r.command)) return "decisions";
-    if (r.study === "threads") return "threads";
-    if (r.study === "engines") return "engines";
-    if (r.study === "dot-peak") return "dot-peak";
-    if (r.benchmark === "test-suite") return "test-suite";
-    if (r.study === "bulk") return "bulk";
-    if (r.benchmark === "page-thread") return "page-thread";
-    if (r.benchmark === "kept-files") return "kept-files";
-    if (r.study === "storage-choice") return "storage-choice";
-    if (r.benchmark === "prefix_restore") return "prefix-restore";
+    r = header(f);
   } catch {
     return "unreadable";
   }
-  return "other";
+  if (r.kind === "decisions" && r.rows && r.best && /^bash bench\/(runners\/)?decisions\.sh$/.test(r.command)) return "decisions";
+  return SECTION[r.kind] ?? "other";
 };
 const by = (k) => files.filter((f) => kind(f) === k).map((f) => join(results, f));
 const run = (script, args) => execFileSync(process.execPath, [join(here, script), ...args], { encoding: "utf8" }).trim();
@@ -119,7 +118,7 @@ if (threads.length) {
 `;
   for (const f of threads) {
     const r = JSON.parse(readFileSync(f, "utf8"));
-    const host = r.machine ? `, on ${r.machine.model} (${r.machine.cpus} cores)` : "";
+    const host = typeof r.machine === "object" ? `, on ${r.machine.model} (${r.machine.cpus} cores)` : "";
     out += `${r.model}, ${r.threads} threads${host}, \`${f.split("/").pop()}\`${r.note ? ` (${r.note})` : ""}:\n\n| run | ms/token | fixed ms | ms at ${r.typical_tokens} | prefill tok/s |\n|---|---|---|---|---|\n`;
     for (const v of [...r.runs_measured, ...r.native]) {
       const p = v.prefill_tokens_per_s == null ? "" : v.prefill_tokens_per_s.toFixed(0);
@@ -159,7 +158,7 @@ function enginesSummary(f) {
     const q = p.ratios;
     t += `| ${p.threads} | ${q.wllama_over_ours_prefill.toFixed(1)}× | ${q.wllama_over_ours_per_token.toFixed(1)}× | ${q.ours_over_fastest_native_per_token.toFixed(2)}× |\n`;
   }
-  return t + `\nEvery engine's figures (transformers.js too): \`bench/README.md\`, from \`bench/results/${f.split("/").pop()}\`.\n`;
+  return t + `\nEvery engine's figures (transformers.js too): \`bench/README.md\`, from \`bench/results/${f.split("/").slice(-2).join("/")}\`.\n`;
 }
 const engines = by("engines");
 if (engines.length) {
@@ -193,7 +192,7 @@ if (peaks.length) {
 `;
   for (const f of peaks) {
     const r = JSON.parse(readFileSync(f, "utf8"));
-    const host = r.machine ? `, on ${r.machine.model} (${r.machine.cpus} cores)` : "";
+    const host = typeof r.machine === "object" ? `, on ${r.machine.model} (${r.machine.cpus} cores)` : "";
     out += `\`${f.split("/").pop()}\`${host}${r.note ? ` (${r.note})` : ""}:\n\n| instruction | multiply-adds each | ${Object.keys(Object.values(r.peaks)[0].by_workers).map((w) => `${w} worker(s)`).join(" | ")} |\n|---|---|${Object.keys(Object.values(r.peaks)[0].by_workers).map(() => "---").join("|")}|\n`;
     for (const [k, p] of Object.entries(r.peaks)) out += `| ${k} | ${p.macs_per_instruction} | ${Object.values(p.by_workers).map((w) => w.gmacs.toFixed(1)).join(" | ")} |\n`;
     if (r.ab) {
@@ -291,8 +290,15 @@ if (suites.length) {
   }
   out += "\n";
 }
+// Every kind, and every file of it: the folders' index.
+const kinds = [...new Set(files.map((f) => f.split("/")[0]))].sort();
 const other = files.filter((f) => kind(f) === "other");
-out += `## Other result files\n\nWritten by the native benchmarks and \`readout evaluate\`; quoted in \`docs/measurements.md\`:\n\n${other.map((f) => `- \`${f}\``).join("\n")}\n`;
+out += `## Every result, by kind\n\nEach file starts with the same header (\`kind\`, \`command\`, \`commit\`, \`date\`, \`machine\`, \`emulated\`), and sits in \`bench/results/<kind>/\`. The files without a table above are quoted in \`docs/measurements.md\`.\n\n| kind | files | newest |\n|---|---|---|\n`;
+for (const k of kinds) {
+  const of = files.filter((f) => f.startsWith(`${k}/`));
+  out += `| \`${k}\` | ${of.length} | \`${basename(of.at(-1))}\` |\n`;
+}
+out += `\n${kinds.map((k) => `### \`${k}\`\n\n${files.filter((f) => f.startsWith(`${k}/`)).map((f) => `- \`${basename(f)}\``).join("\n")}\n`).join("\n")}`;
 const target = join(bench, "README.md");
 // The front README's comparison: the newest engines result, between markers.
 const front = join(bench, "..", "README.md");

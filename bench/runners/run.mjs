@@ -1,6 +1,6 @@
 // Runner of the benchmark page: drives bench/page/ in headless Chromium, runs the
 // same sweep on native ONNX Runtime (`readout sweep`) in the same invocation,
-// and writes bench/results/<date>-<model>-<backend>.json with the browser /
+// and writes bench/results/logit-cost/<date>-<model>-<backend>.json with the browser /
 // native ratios beside the page's own comparisons.
 // `--runtime deno` runs the page's own sweep (bench/page/sweep_engine.mjs)
 // in Deno instead, whose WebGPU reaches Mesa's lavapipe with shader-f16, so
@@ -15,14 +15,15 @@
 //        [--no-transformers] [--no-mass] [--no-modes] [--out FILE] [--screenshot FILE]
 //        [--timeout-s 3600] [--bin target/release/readout] [--wllama /models/gguf/FILE.gguf]
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { serve, ROOT } from "../../scripts/serve.mjs";
-import { launch } from "../../scripts/chromium.mjs";
-import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "../../scripts/deno.mjs";
+import { serve, ROOT } from "../../harness/serve.mjs";
+import { launch } from "../../harness/chromium.mjs";
+import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "../../harness/deno.mjs";
 import { fitRatio, maxAbsDiff } from "../page/compare.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 
 const SUFFIX = { stock: "", trimmed: "-trimmed", pruned: "-trimmed-pruned" };
 
@@ -81,7 +82,7 @@ function nativeSweep(o) {
   const out = join(ROOT, "target", "bench", `native-${o.model}.json`);
   mkdirSync(dirname(out), { recursive: true });
   const models = o.variants.split(",").flatMap((v) => ["--model", `models/${o.model}${SUFFIX[v]}`]);
-  execFileSync(readoutBin(o.bin), ["sweep", ...models, "--lengths", o.lengths, "--runs", String(o.runs), "--warmup", String(o.warmup),
+  execFileSync(readoutBin(o.bin), ["sweep", "--runtime", "ort", ...models, "--lengths", o.lengths, "--runs", String(o.runs), "--warmup", String(o.warmup),
     "--prefix", String(o.prefix), "--options", String(o.options), "--threads", String(o.threads), "--out", out], { cwd: ROOT, stdio: ["ignore", "inherit", "inherit"] });
   return JSON.parse(readFileSync(out, "utf8"));
 }
@@ -203,10 +204,9 @@ function printSummary(r) {
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const o = parseArgs(process.argv.slice(2));
+  const out = resultPath("run", "logit-cost", `${o.model}-${o.backend}${o.runtime === "deno" ? "-deno" : ""}`, o.out);
   const r = await runBench(o);
-  const out = o.out ?? join(ROOT, "bench", "results", `${r.date}-${o.model}-${o.backend}${o.runtime === "deno" ? "-deno" : ""}.json`);
-  mkdirSync(dirname(resolve(out)), { recursive: true });
-  writeFileSync(out, JSON.stringify(r, null, 2) + "\n");
+  writeResult(out, "logit-cost", "bench/runners/run.mjs", r, { emulated: o.backend === "webgpu" });
   printSummary(r);
   console.error(`[bench] wrote ${out}`);
 }

@@ -4,17 +4,17 @@
 // alternating by state in one page, with the prefix's own prefill counted
 // once. The first states' decisions of each pair are compared, so the speed
 // is of the same computation.
-// Writes bench/results/<date>-chromium-shared-prefix-<backend>.json.
+// Writes bench/results/chromium-shared-prefix/<date>-chromium-shared-prefix-<backend>.json.
 //   node bench/runners/shared_prefix.mjs [--backend cpu|wasm] [--states N] [--model ID] [--out FILE]
 // --out: where the JSON goes instead (a second run the same day would
 // otherwise replace the first's file).
 // --model: another build of the same weights (the WASM backend takes the
 // fp32 variant: onnxruntime-web's WASM build has no int4 kernel).
-import { execSync } from "node:child_process";
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { cpus } from "node:os";
-import { join, resolve } from "node:path";
-import { harness, numberOption, option, ROOT, start, ORT_BASE } from "../../scripts/browser.mjs";
+import { join } from "node:path";
+import { harness, numberOption, option, ROOT, start, ORT_BASE } from "../../harness/browser.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 
 const args = process.argv.slice(2);
 const backend = option(args, "--backend", "cpu");
@@ -27,6 +27,7 @@ const texts = JSON.parse(readFileSync(textsPath, "utf8"));
 const states = numberOption(args, "--states", texts.evidence.length);
 const model = option(args, "--model", texts.model.replace(/\/$/, "").split("/").pop());
 const outArg = option(args, "--out", undefined);
+const out = resultPath("shared_prefix", "chromium-shared-prefix", `chromium-shared-prefix-${backend}`, outArg);
 const log = (m) => process.stderr.write(`[shared-prefix] ${m}\n`);
 const criterion = { id: "urgent", family: "yes_no", question: "Is this ticket urgent?", options: [{ id: "o0", description: "Yes" }, { id: "o1", description: "No" }] };
 
@@ -78,14 +79,8 @@ try {
 }
 const speedup = r.whole / r.on;
 log(`${r.backend}: ${states} states of ${(r.tokens / states).toFixed(0)} tokens on a ${r.prefixTokens}-token prefix: whole ${r.whole.toFixed(0)} ms, on the prefix ${r.on.toFixed(0)} ms (its own prefill included): ${speedup.toFixed(2)}x; max |Δp| ${r.maxDp.toExponential(1)}`);
-const date = new Date().toISOString();
-const out = outArg ? resolve(outArg) : join(ROOT, "bench/results", `${date.slice(0, 10)}-chromium-shared-prefix-${backend}.json`);
-writeFileSync(out, JSON.stringify({
-  benchmark: "chromium_shared_prefix",
+writeResult(out, "chromium-shared-prefix", "bench/runners/shared_prefix.mjs", {
   what: "states sharing an instruction, prefilled whole against built on one shared prefix (whose prefill is counted once), alternating by state in one page; goal: ≥ 2.5x",
-  runner: `node bench/runners/shared_prefix.mjs --backend ${backend} --states ${states} --model ${model}`,
-  date,
-  commit: execSync("git rev-parse --short HEAD", { cwd: ROOT }).toString().trim(),
   model,
   chromium,
   host: { cpu: cpus()[0]?.model, cores: cpus().length },
@@ -95,5 +90,5 @@ writeFileSync(out, JSON.stringify({
     ideal_speedup: r.tokens / (r.prefixTokens + r.tokens - states * r.prefixTokens),
     max_abs_dp_first_5_states: r.maxDp,
   }],
-}, null, 2) + "\n");
+});
 log(`wrote ${out}`);

@@ -12,14 +12,14 @@
 // first 10 % (warm-up), in bytes per criterion, beside the residuals' spread,
 // so "no growth beyond noise" is a comparison made in the same run. The
 // JS heap is read after a forced collection (CDP).
-// Writes bench/results/<date>-soak-<model>.json.
+// Writes bench/results/soak/<date>-soak-<model>.json.
 //   node bench/runners/soak.mjs [--model qwen3-tiny-random-q4] [--criteria 10000] [--only native|browser]
 import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
-import { execSync } from "node:child_process";
-import { harness, numberOption, option, ROOT, start } from "../../scripts/browser.mjs";
+import { harness, numberOption, option, ROOT, start } from "../../harness/browser.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 
 const args = process.argv.slice(2);
 const model = option(args, "--model", "qwen3-tiny-random-q4");
@@ -198,12 +198,8 @@ async function browser() {
   }
 }
 
-const commit = execSync("git rev-parse --short HEAD", { cwd: ROOT }).toString().trim();
+const out = resultPath("soak", "soak", `soak-${model}`);
 const result = {
-  study: "soak",
-  date: new Date().toISOString(),
-  commit,
-  command: `node bench/runners/soak.mjs --model ${model} --criteria ${total}${only === "all" ? "" : ` --only ${only}`}`,
   host: { cpu: cpus()[0]?.model, cores: cpus().length, node: process.version },
   model,
   criteria: total,
@@ -213,6 +209,5 @@ const result = {
 };
 if (only !== "browser") for (const rt of ["ort", "own"]) result.native.push(await native(rt));
 if (only !== "native") result.browser = await browser();
-const out = join(ROOT, "bench/results", `${result.date.slice(0, 10)}-soak-${model}.json`);
-writeFileSync(out, JSON.stringify(result, null, 2) + "\n");
+writeResult(out, "soak", "bench/runners/soak.mjs", result);
 log(`wrote ${out}`);

@@ -1,6 +1,6 @@
 // Markdown tables from the benchmark page's result files, for the README:
 // each row names the file its numbers come from.
-//   node bench/runners/table.mjs bench/results/<date>-<model>-<backend>.json ...
+//   node bench/runners/table.mjs bench/results/logit-cost/<date>-<model>-<backend>.json ...
 import { readFileSync } from "node:fs";
 import { basename } from "node:path";
 

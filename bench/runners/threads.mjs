@@ -5,17 +5,17 @@
 //   - our runtime in Chromium, threaded build (N threads),
 //   - onnxruntime-web's WASM backend on the float32 variant (N threads),
 //   - native ONNX Runtime on every variant (N threads), and our runtime natively,
-// then the goals' ratios. Writes bench/results/<date>-threads-<model>.json.
+// then the goals' ratios. Writes bench/results/threads/<date>-threads-<model>.json.
 //
 //   node bench/runners/threads.mjs [--model smollm2-135m-instruct] [--threads 2]
 //        [--lengths 1,8,32,64] [--runs 3] [--no-ort-web] [--out FILE]
-import { mkdirSync, statSync, writeFileSync } from "node:fs";
-import { cpus } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { flagOption, option } from "../../scripts/browser.mjs";
-import { ROOT } from "../../scripts/serve.mjs";
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { flagOption, option } from "../../harness/browser.mjs";
+import { ROOT } from "../../harness/serve.mjs";
 import { cost45, fitRatio, maxAbsDiff, TYPICAL } from "../page/compare.mjs";
 import { nativeSweep } from "./native_sweep.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 import { runBench } from "./run.mjs";
 
 const a = process.argv.slice(2);
@@ -27,6 +27,7 @@ const lengths = take("--lengths", "1,8,32,64");
 const runs = Number(take("--runs", 3));
 const ortWeb = !flag("--no-ort-web");
 const outArg = take("--out", undefined);
+const out = resultPath("threads", "threads", `threads-${base}`, outArg);
 if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
 
 const log = (l) => console.error(l);
@@ -69,7 +70,7 @@ const goals = {
   download_mb: { value: download / 1e6, goal: "<= 100", file: q4f16 },
 };
 const result = {
-  study: "threads", date: new Date().toISOString().slice(0, 10), model: base, threads, lengths: lengths.split(",").map(Number), runs, typical_tokens: TYPICAL,
+  model: base, threads, lengths: lengths.split(",").map(Number), runs, typical_tokens: TYPICAL,
   runs_measured: runsOut.map(({ page, ...r }) => r), native: [...ort, ...own], goals,
   threaded_over_single_at_45: fitRatio(single.fit, threaded.fit),
   threaded_over_single_per_token: single.fit.per_token_ms / threaded.fit.per_token_ms,
@@ -78,12 +79,9 @@ const result = {
     threaded_vs_native_own: Math.max(...threaded.probs.map((p, i) => maxAbsDiff(p, own[0].probs[i]))),
   },
   browser: single.page.browser, cross_origin_isolated: threaded.page.cross_origin_isolated,
-  // Runs on different hosts differ by more than their noise; say which.
-  machine: { cpus: cpus().length, model: cpus()[0]?.model },
 };
-const out = outArg ?? join(ROOT, "bench", "results", `${result.date}-threads-${base}.json`);
-mkdirSync(dirname(resolve(out)), { recursive: true });
-writeFileSync(out, JSON.stringify(result, null, 2) + "\n");
+// The header's machine says which host: runs on different hosts differ by more than their noise.
+writeResult(out, "threads", "bench/runners/threads.mjs", result);
 for (const r of [...result.runs_measured, ...result.native]) {
   console.log(`${r.label}: ${r.fit.fixed_ms.toFixed(1)} ms + ${r.fit.per_token_ms.toFixed(2)} ms/token, ${r.ms_at_45.toFixed(1)} ms at 45, prefill ${r.prefill_tokens_per_s.toFixed(0)} tokens/s`);
 }

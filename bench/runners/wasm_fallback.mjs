@@ -4,12 +4,10 @@
 // suffix runs of 1, 8 and 32 tokens on that past (logits fetched), warm-up
 // then `rounds` timed runs each, medians. Every
 // variant's last-row logits are compared with the first variant's on the
-// same ids. Writes bench/results/<date>-wasm-fallback-<name>.json.
+// same ids. Writes bench/results/wasm-fallback/<date>-wasm-fallback-<name>.json.
 //   node bench/runners/wasm_fallback.mjs <name> <model dir> [<model dir> ...] [--threads 2] [--rounds 5]
-import { mkdirSync, writeFileSync } from "node:fs";
-import { cpus } from "node:os";
-import { join } from "node:path";
-import { harness, numberOption, ORT_BASE, ROOT, start } from "../../scripts/browser.mjs";
+import { harness, numberOption, ORT_BASE, start } from "../../harness/browser.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 
 const args = process.argv.slice(2);
 const opt = (k, d) => numberOption(args, k, d);
@@ -20,6 +18,7 @@ if (!name || models.length === 0) {
   console.error("usage: node bench/runners/wasm_fallback.mjs <name> <model dir> [...] [--threads N] [--rounds N]");
   process.exit(2);
 }
+const out = resultPath("wasm_fallback", "wasm-fallback", `wasm-fallback-${name}`);
 
 const ctx = await start();
 const results = [];
@@ -114,14 +113,11 @@ try {
 const base = results[0];
 const doc = {
   what: "onnxruntime-web 1.30 WASM backend, headless Chromium, cross-origin isolated: 64-token prefill, then suffix runs on that past (logits fetched)",
-  machine: { cpus: cpus().length, model: cpus()[0]?.model },
   browser: "Debian Chromium (headless), playwright-core",
   threads,
   rounds,
   models: results,
   ratios_vs_first: Object.fromEntries(results.map((r) => [r.dir, Object.fromEntries([1, 8, 32].map((n) => [n, +(base.sweeps[n].median / r.sweeps[n].median).toFixed(3)]))])),
 };
-const out = join(ROOT, "bench/results", `${new Date().toISOString().slice(0, 10)}-wasm-fallback-${name}.json`);
-mkdirSync(join(ROOT, "bench/results"), { recursive: true });
-writeFileSync(out, JSON.stringify(doc, null, 2) + "\n");
+writeResult(out, "wasm-fallback", "bench/runners/wasm_fallback.mjs", doc);
 console.log(out);

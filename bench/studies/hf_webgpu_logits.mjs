@@ -4,17 +4,17 @@
 // summed up (dtype, min, max, non-finite count) and their largest
 // difference. All zero is the graph computing nothing on that device
 // (bench/studies/hf_norm_overflow.py says why). Writes
-// bench/results/<date>-hf-webgpu-logits-<model>.json.
+// bench/results/hf-webgpu-logits/<date>-hf-webgpu-logits-<model>.json.
 //   node bench/studies/hf_webgpu_logits.mjs [--dir models/hf-smollm2-135m-instruct]
-import { writeFileSync } from "node:fs";
-import { basename, join } from "node:path";
-import { valueOption } from "../../scripts/browser.mjs";
-import { denoEvaluate, DENO_ORT_BASE, fileUrl } from "../../scripts/deno.mjs";
-import { ROOT } from "../../scripts/serve.mjs";
+import { basename } from "node:path";
+import { valueOption } from "../../harness/browser.mjs";
+import { denoEvaluate, DENO_ORT_BASE, fileUrl } from "../../harness/deno.mjs";
+import { resultPath, writeResult } from "../runners/result_file.mjs";
 
 const args = process.argv.slice(2);
 const dir = valueOption(args, "--dir", "models/hf-smollm2-135m-instruct", "hf_webgpu_logits");
 if (args.length) throw new Error(`unknown arguments: ${args.join(" ")}`);
+const out = resultPath("hf_webgpu_logits", "hf-webgpu-logits", `hf-webgpu-logits-${basename(dir)}`);
 const r = await denoEvaluate(async ({ model, ORT_BASE }) => {
   const ort = await import(`${ORT_BASE}ort.webgpu.bundle.min.mjs`);
   ort.env.wasm.wasmPaths = ORT_BASE;
@@ -46,8 +46,5 @@ const r = await denoEvaluate(async ({ model, ORT_BASE }) => {
   delete a.last; delete b.last;
   return { inputs: names.filter((x) => !x.startsWith("past")), a, b, maxLogitDiffOffsetBy1: diff };
 }, { model: fileUrl(`${dir}/onnx/model_q4f16.onnx`), ORT_BASE: DENO_ORT_BASE }, { timeoutMs: 600_000 });
-const date = new Date().toISOString().slice(0, 10);
-const result = { date, study: "bench/studies/hf_webgpu_logits.mjs", file: `${dir}/onnx/model_q4f16.onnx`, emulated: true, ...r };
-const out = join(ROOT, "bench", "results", `${date}-hf-webgpu-logits-${basename(dir)}.json`);
-writeFileSync(out, JSON.stringify(result, null, 2) + "\n");
+writeResult(out, "hf-webgpu-logits", "bench/studies/hf_webgpu_logits.mjs", { file: `${dir}/onnx/model_q4f16.onnx`, ...r }, { emulated: true });
 console.log(`positions 0..: logits ${r.a.type} in [${r.a.min}, ${r.a.max}], ${r.a.nonFinite} non-finite; positions 1..: [${r.b.min}, ${r.b.max}]; max difference ${r.maxLogitDiffOffsetBy1}; wrote ${out}`);

@@ -3,7 +3,7 @@
 type, for each model directory given. A study, not a test.
 
     .venv/bin/python bench/studies/ort_profile.py models/gemma3-270m-q4 models/gemma3-270m-q4f16 \
-        [--threads 2] [--runs 5] [--out bench/results/<date>-ort-profile-<name>.json]
+        [--threads 2] [--runs 5] [--out bench/results/ort-profile/<date>-ort-profile-<name>.json]
 
 ONNX Runtime here is the Python package (1.32, CPU), the same kernels as the
 native runtime's 1.30 for MatMulNBits; each suffix run is profiled after
@@ -11,15 +11,18 @@ one unprofiled warm-up, and the medians over --runs are reported.
 """
 
 import argparse
-import datetime
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 
 import numpy as np
 import onnxruntime as ort
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runners"))
+from result_file import result_path, write_result  # noqa: E402
 
 PREFIX, SUFFIX = 256, 45
 
@@ -99,23 +102,13 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out")
     a = ap.parse_args()
+    path = result_path("ort_profile", "ort-profile", "ort-profile-" + os.path.basename(a.models[0].rstrip("/")), a.out)
     results = [profile(m, a.threads, a.runs) for m in a.models]
     for r in results:
         top = ", ".join(f"{op} {ms:.1f}" for op, ms in list(r["by_op_ms"].items())[:6])
         head = "" if r["head_ms"] is None else f"; head {r['head_ms']:.1f} ms"
         print(f"[profile] {r['model']}: {r['median_run_ms']:.1f} ms a criterion{head}; by op (ms): {top}")
-    out = {
-        "benchmark": "ort_profile",
-        "date": datetime.date.today().isoformat(),
-        "runner": "python bench/studies/ort_profile.py " + " ".join(a.models),
-        "onnxruntime": ort.__version__,
-        "results": results,
-    }
-    name = os.path.basename(a.models[0].rstrip("/"))
-    path = a.out or f"bench/results/{out['date']}-ort-profile-{name}.json"
-    with open(path, "w") as f:
-        json.dump(out, f, indent=2)
-        f.write("\n")
+    write_result(path, "ort-profile", "bench/studies/ort_profile.py", {"onnxruntime": ort.__version__, "results": results})
     print(f"[profile] wrote {path}")
 
 

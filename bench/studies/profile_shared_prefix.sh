@@ -9,8 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 states=${1:-16}
-out=${2:-bench/results/$(date -u +%F)-profile-shared-prefix-own.json}
-source scripts/cache.sh
+out=${2:-bench/results/profile-shared-prefix/$(date -u +%F)-profile-shared-prefix-own.json}
+[ ! -e "$out" ] || { echo "profile_shared_prefix: $out exists; name another OUT" >&2; exit 1; }
+source scripts/lib/cache.sh
 export CARGO_BUILD_BUILD_DIR
 bin=$(cargo bench --locked --bench shared_prefix --no-run --message-format=json 2>/dev/null |
   node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{for(const l of s.split("\n")){try{const j=JSON.parse(l);if(j.executable&&j.target.name==="shared_prefix")console.log(j.executable)}catch{}}})')
@@ -44,10 +45,7 @@ const onTokens = states * (prefix.state_tokens - prefixTokens);
 const w = per(whole, base.whole, wholeTokens), p = per(prefix, base.prefix, onTokens);
 const sum = (x) => Object.values(x).reduce((a, b) => a + b, 0);
 const res = {
-  study: "profile-shared-prefix",
   what: "CPU ms per token run (both threads' samples, perf at 499 Hz), by group of functions, our runtime, SmolLM2-135M q4, 2 threads: states prefilled whole against the same states' evidence run on the shared prefix's past",
-  command: `bash bench/studies/profile_shared_prefix.sh ${states}`,
-  date: new Date().toISOString().slice(0, 10),
   states: Number(states), whole_state_tokens: whole.state_tokens, evidence_tokens_on_prefix: prefix.state_tokens - prefixTokens,
   wall_ms_per_state: { whole: (whole.ms - base.whole.ms) / states, on_prefix: (prefix.ms - base.prefix.ms) / states },
   cpu_ms_per_token: { whole: w, on_prefix: p },
@@ -58,7 +56,8 @@ const res = {
   cpu_ratio_whole_over_on_prefix: (whole.state_tokens * sum(w)) / ((prefix.state_tokens - prefixTokens) * sum(p)),
   cpu_ratio_if_attention_were_free: (whole.state_tokens * (sum(w) - w.attention)) / ((prefix.state_tokens - prefixTokens) * (sum(p) - p.attention)),
 };
-fs.writeFileSync(out, JSON.stringify(res, null, 2) + "\n");
+const lib = require("url").pathToFileURL(require("path").resolve("bench/runners/result_file.mjs"));
+import(lib).then(({ writeResult }) => writeResult(out, "profile-shared-prefix", "", res, { command: `bash bench/studies/profile_shared_prefix.sh ${states}` }));
 console.log(JSON.stringify(res, null, 1));
 JS
 rm -rf "$tmp"

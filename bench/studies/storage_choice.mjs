@@ -7,16 +7,16 @@
 // is read back as the engine reads, chunk by chunk, counting bytes. The
 // browser's memory is sampled from outside every 25 ms (the resident set of
 // every process under this one, from /proc) to give the peak a write adds.
-// Writes bench/results/<date>-storage-choice-<file>.json (refused if taken).
+// Writes bench/results/storage-choice/<date>-storage-choice-<file>.json (refused if taken).
 //
 //   node bench/studies/storage_choice.mjs [--file models/smollm2-135m-instruct-q4f16/model.onnx.data]
 //        [--browsers chromium,firefox] [--rounds 2] [--out FILE]
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { option } from "../../scripts/browser.mjs";
-import { launch } from "../../scripts/chromium.mjs";
-import { launchFirefox } from "../../scripts/firefox.mjs";
-import { ROOT, serve } from "../../scripts/serve.mjs";
+import { option } from "../../harness/browser.mjs";
+import { launch } from "../../harness/chromium.mjs";
+import { launchFirefox } from "../../harness/firefox.mjs";
+import { ROOT, serve } from "../../harness/serve.mjs";
 import { resultPath, writeResult } from "../runners/result_file.mjs";
 
 const a = process.argv.slice(2);
@@ -27,7 +27,7 @@ const outArg = option(a, "--out", undefined);
 if (a.length) throw new Error(`storage_choice: unknown arguments: ${a.join(" ")}`);
 if (!existsSync(join(ROOT, file))) throw new Error(`storage_choice: ${file} is missing (run bash scripts/main.sh first)`);
 const tag = file.split("/").slice(-2).join("-").replace(/[^A-Za-z0-9.-]/g, "-");
-const out = resultPath("storage_choice", `storage-choice-${tag}`, outArg);
+const out = resultPath("storage_choice", "storage-choice", `storage-choice-${tag}`, outArg);
 const log = (l) => console.error(`[storage] ${l}`);
 
 /** Resident bytes of every process below this one (the browser and its children). */
@@ -126,7 +126,7 @@ try {
     const browser = name === "firefox" ? await launchFirefox() : await launch({ webgpu: false });
     try {
       const page = await browser.newPage();
-      await page.goto(`${base}/scripts/harness.html`);
+      await page.goto(`${base}/harness/page.html`);
       const ua = await page.evaluate(() => navigator.userAgent);
       const row = { browser: name, user_agent: ua, network: [], cache: [], opfs: [] };
       for (let r = 0; r < rounds; r++) {
@@ -160,6 +160,6 @@ try {
 } finally {
   server.close();
 }
-writeResult(out, { study: "storage-choice" }, "bench/studies/storage_choice.mjs", { file, bytes, rounds, results });
+writeResult(out, "storage-choice", "bench/studies/storage_choice.mjs", { file, bytes, rounds, results });
 log(`wrote ${out}`);
 for (const r of results) log(`${r.browser}: ${JSON.stringify(r.summary)}`);

@@ -2,17 +2,17 @@
 // Profiler domain) over onnxruntime-web's WASM build while it runs
 // `runs` one-token suffix steps on a 64-token past; self time aggregated by
 // function (onnxruntime-web's .wasm keeps its function names).
-// Writes bench/results/<date>-wasm-profile-<model>.json.
+// Writes bench/results/wasm-profile/<date>-wasm-profile-<model>.json.
 //   node bench/studies/wasm_profile.mjs <model id under models/> [--runs 5] [--threads 2]
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { harness, numberOption, ORT_BASE, ROOT, sampled, selfTimes, start } from "../../scripts/browser.mjs";
+import { harness, numberOption, ORT_BASE, sampled, selfTimes, start } from "../../harness/browser.mjs";
+import { resultPath, writeResult } from "../runners/result_file.mjs";
 
 const args = process.argv.slice(2);
 const opt = (k, d) => numberOption(args, k, d);
 const runs = opt("--runs", 5);
 const threads = opt("--threads", 2);
 const [dir] = args;
+const out = resultPath("wasm_profile", "wasm-profile", `wasm-profile-${dir}`);
 const ctx = await start();
 const page = await harness(ctx);
 await page.evaluate(async ({ dir, threads, ORT_BASE }) => {
@@ -58,6 +58,5 @@ const doc = {
   sampled_ms: +total.toFixed(0),
   top: top.map(([k, v]) => [k, +((v / total) * 100).toFixed(1)]),
 };
-const out = join(ROOT, "bench/results", `${new Date().toISOString().slice(0, 10)}-wasm-profile-${dir}.json`);
-writeFileSync(out, JSON.stringify(doc, null, 2) + "\n");
+writeResult(out, "wasm-profile", "bench/studies/wasm_profile.mjs", doc);
 console.log(JSON.stringify(doc, null, 1));

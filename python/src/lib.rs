@@ -14,7 +14,7 @@ use pyo3::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use readout::core::spec::criteria::{check_criterion, check_fields};
+use readout::core::input::criteria::{check_criterion, check_fields};
 use readout::model_dir::{entry_readout, open_model};
 use readout::{
     Criterion, ErrorInfo, HostEngine, HostOptions, ReadoutRequest, RuntimeKind, StateId, StateSpec,
@@ -151,7 +151,7 @@ impl NativeEngine {
             ..HostOptions::default()
         };
         if let Some(t) = threads {
-            opts.threads = readout::core::spec::thread_policy::check_threads(
+            opts.threads = readout::core::input::thread_policy::check_threads(
                 t,
                 readout::platform::cores(),
                 "threads",

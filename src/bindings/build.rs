@@ -49,8 +49,8 @@ fn configure_ort(ort: &Ort, opts: &LoadOptions) {
 /// The thread policy's default for this page (a window or a worker).
 #[cfg_attr(not(target_feature = "atomics"), allow(dead_code))]
 fn page_threads() -> usize {
-    crate::core::spec::thread_policy::default_threads(
-        crate::core::spec::thread_policy::Host::Page,
+    crate::core::input::thread_policy::default_threads(
+        crate::core::input::thread_policy::Host::Page,
         crate::platform::cores(),
         crate::platform::can_thread(),
     )

@@ -99,12 +99,12 @@ pub(super) fn from_js<T: serde::de::DeserializeOwned>(
 /// A state, criterion or criteria from JS with every field name checked
 /// first. serde_wasm_bindgen reads a struct's declared fields only, so
 /// `deny_unknown_fields` never sees a typo such as `answr` there: the value
-/// goes through JSON, where `core::spec::criteria`'s check names the nearest field.
+/// goes through JSON, where `core::input::criteria`'s check names the nearest field.
 pub(super) fn fixture_from_js<T: serde::de::DeserializeOwned>(
     v: JsValue,
     what: &str,
 ) -> Result<T, JsValue> {
-    use crate::core::spec::criteria::{check_criterion, check_fields};
+    use crate::core::input::criteria::{check_criterion, check_fields};
     let mut value: serde_json::Value = from_js(v, what)?;
     drop_nulls(&mut value);
     match (what, &value) {

@@ -11,7 +11,7 @@ use wasm_bindgen_futures::future_to_promise;
 
 use super::convert::{fixture_from_js, js_err, to_js};
 use super::{bench, Engine, State};
-use crate::core::spec::criteria::Criterion;
+use crate::core::input::criteria::Criterion;
 
 #[wasm_bindgen]
 impl Engine {

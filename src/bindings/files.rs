@@ -31,7 +31,7 @@ pub(super) struct Files {
     pub(super) chat_template: Option<String>,
     pub(super) tokenizer_config: Option<String>,
     /// The entry's default readout (models.json), when it names one.
-    pub(super) readout: Option<crate::core::spec::mode::ReadoutChoice>,
+    pub(super) readout: Option<crate::core::input::mode::ReadoutChoice>,
     pub(super) listed: Vec<LoadedFile>,
     /// The catalog's sha256 of every file, hashed together: what a kept
     /// prefix is keyed by (`None` for a folder, whose files have no hashes).
@@ -122,7 +122,7 @@ pub(super) async fn entry_files(
     for file in &entry.files {
         // The catalog's size is checked against the sha256 after the
         // download, so a side file over its limit is refused before it.
-        crate::core::spec::input_limits::check_file(&file.role, file.bytes)?;
+        crate::core::input::input_limits::check_file(&file.role, file.bytes)?;
         let url = resolve(&file.url, catalog_url)?;
         // More bytes than the catalog says is refused as they arrive.
         let want = file.bytes;
@@ -294,7 +294,7 @@ pub(super) async fn dir_files(
         let url = resolve(name, base)?;
         let graph_bytes = u64::from(f.graph.length());
         let check = |n: u64| -> Result<(), LoadError> {
-            crate::core::spec::input_limits::check_file(name, n)?;
+            crate::core::input::input_limits::check_file(name, n)?;
             if cpu && matches!(role, "graph" | "external_data") {
                 crate::runtime::own::check_files_fit(
                     graph_bytes.saturating_add(n),

@@ -5,8 +5,8 @@ use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 use crate::core::eval::logit_cost::{PREFIX_TOKENS, SUFFIX_LENGTHS};
-use crate::core::spec::criteria::{MAX_CLOZE_OPTIONS, MAX_OPTIONS, MIN_OPTIONS};
-use crate::core::spec::thread_policy::{self, Host};
+use crate::core::input::criteria::{MAX_CLOZE_OPTIONS, MAX_OPTIONS, MIN_OPTIONS};
+use crate::core::input::thread_policy::{self, Host};
 use crate::core::text::prompt::LETTERS;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -62,7 +62,7 @@ pub fn limits() -> Result<JsValue, JsValue> {
 
 /// The WASM backend's (and the threaded build's) thread count for a page
 /// with `hardwareConcurrency` cores: the thread policy's page default
-/// (`core::spec::thread_policy`), every core up to four, one without
+/// (`core::input::thread_policy`), every core up to four, one without
 /// cross-origin isolation.
 #[wasm_bindgen(js_name = defaultThreads)]
 pub fn default_threads(

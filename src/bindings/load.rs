@@ -127,7 +127,7 @@ pub async fn load(
         engine
             .set_readout_defaults(
                 d,
-                crate::core::spec::mode::defaults_from_entry(&choice.model),
+                crate::core::input::mode::defaults_from_entry(&choice.model),
             )
             .map_err(|source| LoadError::EntryReadout {
                 id: choice.model.clone(),

@@ -40,9 +40,9 @@ use wasm_bindgen_futures::future_to_promise;
 use self::convert::{core_err, engine_err, fixture_from_js, load_err, refuse, to_js};
 use self::load::LoadReport;
 use self::options::{load_options, prefill_options, score_options};
+use crate::core::input::criteria::{Criterion, StateSpec};
+use crate::core::input::prefix::PrefixSpec;
 use crate::core::model::backend_choice::Requested;
-use crate::core::spec::criteria::{Criterion, StateSpec};
-use crate::core::spec::prefix::PrefixSpec;
 use crate::engine::{EngineInfo, PrefixId, StateId};
 use crate::platform::js::get;
 use load::WebEngine;
@@ -193,13 +193,7 @@ impl Engine {
                 let entry = shared.report.borrow().model.clone();
                 let (id, tokens, storage) =
                     kept_prefix::kept_prefix(&shared, &entry, &spec, &req, &now).await?;
-                return Ok(Prefix {
-                    shared,
-                    id,
-                    tokens,
-                    storage: Some(storage),
-                }
-                .into());
+                return Ok(Prefix::held(shared, id, tokens, Some(storage)));
             }
             let (id, tokens) = shared
                 .with(async |e| {
@@ -207,13 +201,7 @@ impl Engine {
                     Ok((id, e.prefix_tokens(id)?))
                 })
                 .await?;
-            Ok(Prefix {
-                shared,
-                id,
-                tokens,
-                storage: None,
-            }
-            .into())
+            Ok(Prefix::held(shared, id, tokens, None))
         })
     }
 
@@ -247,13 +235,7 @@ impl Engine {
                     Ok((id, e.prefix_tokens(id)?))
                 })
                 .await?;
-            Ok(Prefix {
-                shared,
-                id,
-                tokens,
-                storage: None,
-            }
-            .into())
+            Ok(Prefix::held(shared, id, tokens, None))
         })
     }
 
@@ -322,6 +304,24 @@ pub struct Prefix {
     id: PrefixId,
     tokens: usize,
     storage: Option<kept_prefix::PrefixStorage>,
+}
+
+impl Prefix {
+    /// The JS handle of prefix `id` on the engine `shared` holds.
+    fn held(
+        shared: Rc<Shared>,
+        id: PrefixId,
+        tokens: usize,
+        storage: Option<kept_prefix::PrefixStorage>,
+    ) -> JsValue {
+        Prefix {
+            shared,
+            id,
+            tokens,
+            storage,
+        }
+        .into()
+    }
 }
 
 #[wasm_bindgen]

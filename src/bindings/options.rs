@@ -3,7 +3,7 @@
 
 use super::convert::{coded_err, refuse};
 use super::*;
-use crate::core::spec::request::ReadoutRequest;
+use crate::core::input::request::ReadoutRequest;
 
 /// What `Engine.load` was asked for, read from its options object.
 pub struct LoadOptions {
@@ -57,7 +57,7 @@ pub(super) fn load_options(v: &JsValue) -> Result<(LoadOptions, Option<Function>
     let threads = match get(v, "threads").as_f64() {
         None => None,
         Some(n) => Some(
-            crate::core::spec::thread_policy::check_threads(n, crate::platform::cores(), "threads")
+            crate::core::input::thread_policy::check_threads(n, crate::platform::cores(), "threads")
                 .map_err(core_err)? as u32,
         ),
     };
@@ -183,7 +183,7 @@ pub(super) fn known_keys(
 ) -> Result<(), JsValue> {
     let value: serde_json::Value = serde_wasm_bindgen::from_value(v.clone())
         .map_err(|e| refuse(format!("{argument}: {e}"), "invalid_option", argument))?;
-    crate::core::spec::criteria::check_object(&value, argument, known).map_err(core_err)
+    crate::core::input::criteria::check_object(&value, argument, known).map_err(core_err)
 }
 
 /// An options argument must be a plain object (or absent): reading fields

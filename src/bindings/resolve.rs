@@ -34,7 +34,7 @@ pub(super) async fn resolve(
             let text = fetch_text(&cat_url, "models.json", false)
                 .await?
                 .unwrap_or_default();
-            crate::core::spec::input_limits::check_file("models.json", text.len() as u64)?;
+            crate::core::input::input_limits::check_file("models.json", text.len() as u64)?;
             let catalog = Catalog::parse(&text)?;
             // Before any file it names is fetched.
             catalog.check_urls(allow_absolute_urls)?;

@@ -9,12 +9,12 @@ use serde::Serialize;
 use crate::cli::readout_args::ReadoutArgs;
 use crate::cli::CliError;
 use crate::core::eval::metrics::{calibrate, report, Calibration, Report, Scored};
+use crate::core::input::criteria::parse_states;
+use crate::core::input::mode::PromptStyle;
+use crate::core::input::mode::{ReadoutChoice, DEFAULTS_BY_RULE};
+use crate::core::input::prefix::PrefixSpec;
+use crate::core::input::request::Readout;
 use crate::core::read::decision::Decision;
-use crate::core::spec::criteria::parse_states;
-use crate::core::spec::mode::PromptStyle;
-use crate::core::spec::mode::{ReadoutChoice, DEFAULTS_BY_RULE};
-use crate::core::spec::prefix::PrefixSpec;
-use crate::core::spec::request::Readout;
 use crate::model_dir::open_model;
 use crate::model_dir::HostOptions;
 

@@ -18,7 +18,7 @@ pub enum CliError {
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error(transparent)]
-    Export(#[from] crate::export::ExportError),
+    Export(#[from] crate::surgery::SurgeryError),
     #[error("{path}: {message}")]
     File { path: String, message: String },
     #[error("{0}")]
@@ -283,7 +283,7 @@ pub fn main() -> std::process::ExitCode {
         Command::Info { model } => info(&model, &opts),
         Command::Inspect { model, rows, json } => surgery_cmd::inspect(&model, rows, json),
         Command::Trim { model, out, force } => {
-            surgery_cmd::apply(&model, &out, crate::export::commands::Op::Trim, force)
+            surgery_cmd::apply(&model, &out, crate::surgery::commands::Op::Trim, force)
         }
         Command::Prune {
             model,
@@ -294,13 +294,13 @@ pub fn main() -> std::process::ExitCode {
         } => surgery_cmd::apply(
             &model,
             &out,
-            crate::export::commands::Op::Prune { letters, tokenizer },
+            crate::surgery::commands::Op::Prune { letters, tokenizer },
             force,
         ),
         Command::ExposeHidden { model, out, force } => surgery_cmd::apply(
             &model,
             &out,
-            crate::export::commands::Op::ExposeHidden,
+            crate::surgery::commands::Op::ExposeHidden,
             force,
         ),
         Command::Catalog {
@@ -339,9 +339,9 @@ pub fn main() -> std::process::ExitCode {
     }
 }
 
-/// The thread policy's bound (`core::spec::thread_policy`) on this machine.
+/// The thread policy's bound (`core::input::thread_policy`) on this machine.
 fn check_threads(given: usize) -> Result<usize, CliError> {
-    let max = crate::core::spec::thread_policy::max_threads(crate::platform::cores());
+    let max = crate::core::input::thread_policy::max_threads(crate::platform::cores());
     if given == 0 || given > max {
         return Err(CliError::Threads { given, max });
     }

@@ -5,9 +5,9 @@
 
 use serde::de::DeserializeOwned;
 
+use crate::core::input::mode::{Calibration, ClozeScore, Mode, PromptStyle};
+use crate::core::input::request::ReadoutRequest;
 use crate::core::read::debias::Debias;
-use crate::core::spec::mode::{Calibration, ClozeScore, Mode, PromptStyle};
-use crate::core::spec::request::ReadoutRequest;
 
 fn parse<T: DeserializeOwned>(s: &str) -> Result<T, String> {
     serde_json::from_value(serde_json::Value::String(s.to_string()))

@@ -6,10 +6,10 @@ use serde::Serialize;
 
 use crate::cli::readout_args::ReadoutArgs;
 use crate::cli::CliError;
+use crate::core::input::criteria::{parse_states, StateSpec};
+use crate::core::input::mode::ReadoutChoice;
+use crate::core::input::prefix::PrefixSpec;
 use crate::core::read::decision::Decision;
-use crate::core::spec::criteria::{parse_states, StateSpec};
-use crate::core::spec::mode::ReadoutChoice;
-use crate::core::spec::prefix::PrefixSpec;
 
 use crate::model_dir::open_model;
 use crate::model_dir::HostOptions;
@@ -69,10 +69,10 @@ pub fn read_prefix(path: &Path) -> Result<PrefixSpec, CliError> {
     let bytes = std::fs::metadata(path)
         .map_err(|e| CliError::file(path, e))?
         .len();
-    crate::core::spec::input_limits::check_size(
+    crate::core::input::input_limits::check_size(
         &path.display().to_string(),
         bytes,
-        crate::core::spec::input_limits::MAX_JSON_BYTES,
+        crate::core::input::input_limits::MAX_JSON_BYTES,
         "bytes",
         "a prefix is an instruction and a few worked examples",
     )

@@ -3,10 +3,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::cli::CliError;
-use crate::export::commands::{run_forced, Op};
-use crate::export::graph::OnnxModel;
-use crate::export::inspect::{inspect as inspect_model, render};
 use crate::model_dir::ModelDir;
+use crate::surgery::commands::{run_forced, Op};
+use crate::surgery::graph::OnnxModel;
+use crate::surgery::inspect::{inspect as inspect_model, render};
 
 pub fn inspect(model: &Path, rows: usize, json: bool) -> Result<(), CliError> {
     let dir = ModelDir::open(model)?;
@@ -48,7 +48,7 @@ pub fn apply(model: &Path, out: &Path, op: Op, force: bool) -> Result<(), CliErr
 }
 
 pub fn variants(models: &[std::path::PathBuf]) -> Result<(), CliError> {
-    use crate::export::variants::{make_variants, Outcome};
+    use crate::surgery::variants::{make_variants, Outcome};
     for m in models {
         eprintln!(
             "readout: cuts of {} (trim, then prune; each verified before it is written)",
@@ -71,7 +71,7 @@ pub fn variants(models: &[std::path::PathBuf]) -> Result<(), CliError> {
 }
 
 pub fn catalog(models: &Path, out: &Path, decisions: &[PathBuf]) -> Result<(), CliError> {
-    let c = crate::export::catalog::build(models, out, decisions)?;
+    let c = crate::surgery::catalog::build(models, out, decisions)?;
     let json = serde_json::to_string_pretty(&c).unwrap_or_default() + "\n";
     std::fs::write(out, json).map_err(|e| CliError::file(out, e))?;
     eprintln!(

@@ -95,14 +95,14 @@ pub enum CoreError {
         value: String,
         allowed: &'static str,
     },
-    /// Two options that do not go together (`spec::request`).
+    /// Two options that do not go together (`input::request`).
     #[error("{field} {value:?}: {reason}")]
     OptionConflict {
         field: &'static str,
         value: String,
         reason: &'static str,
     },
-    /// A file or input over a bound (`spec::input_limits`), refused before it is parsed.
+    /// A file or input over a bound (`input::input_limits`), refused before it is parsed.
     #[error("{field}: {size} {unit} exceed the limit of {limit} {unit}; {hint}")]
     TooLarge {
         field: String,
@@ -175,7 +175,7 @@ impl CoreError {
         match self {
             TooFewOptions { .. } => i("too_few_options")
                 .field("options")
-                .limit(crate::core::spec::option_limits::MIN_OPTIONS),
+                .limit(crate::core::input::option_limits::MIN_OPTIONS),
             TooManyOptions { limit, .. } => i("too_many_options").field("options").limit(*limit),
             DuplicateOptionId { .. } => i("duplicate_option_id").field("options[].id"),
             EmptyField { field, .. } => i("empty_field").field(*field),

@@ -4,9 +4,9 @@
 
 use super::branches::{self, Plan};
 use super::{chunk, Engine, EngineError, StateId};
+use crate::core::input::criteria::Criterion;
+use crate::core::input::mode::{Calibration, Mode, PromptStyle};
 use crate::core::read::cloze_math::Baseline;
-use crate::core::spec::criteria::Criterion;
-use crate::core::spec::mode::{Calibration, Mode, PromptStyle};
 use crate::core::text::chat_template::ChatTemplate;
 use crate::core::text::prompt::{
     head_after, render_option, render_question, render_suffix, CONTENT_FREE_EVIDENCE,

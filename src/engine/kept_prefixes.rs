@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 use super::prefix_image::{self, Expect, Header, FORMAT};
 use super::prefixes::first_difference;
 use super::*;
-use crate::core::spec::prefix::PrefixSpec;
+use crate::core::input::prefix::PrefixSpec;
 use crate::runtime::KvView;
 
 /// What a kept prefix records of the engine that made it.

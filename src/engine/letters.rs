@@ -4,11 +4,11 @@
 
 use super::branches::{self, Plan};
 use super::{Engine, EngineError, Readout, StateId};
+use crate::core::input::criteria::Criterion;
+use crate::core::input::mode::{Calibration, Mode};
 use crate::core::read::cloze_math::{calibrate_letters, Baseline};
 use crate::core::read::debias::{combine, orders, Debias};
 use crate::core::read::decision::Decision;
-use crate::core::spec::criteria::Criterion;
-use crate::core::spec::mode::{Calibration, Mode};
 use crate::core::text::prompt::render_suffix;
 use crate::runtime::{PackBudget, ReadSpec, RowRead, Runtime};
 

@@ -26,6 +26,12 @@ use self::cloze::HeadText;
 use self::convention::Convention;
 use self::letter_ids::LetterPlan;
 use self::proof::ProofReport;
+use crate::core::input::criteria::MAX_OPTIONS;
+use crate::core::input::criteria::{Criterion, StateSpec};
+use crate::core::input::mode::{
+    Calibration, HeadStyle, Mode, PromptStyle, ReadoutChoice, DEFAULTS_BY_RULE,
+};
+use crate::core::input::request::{Readout, ReadoutRequest};
 use crate::core::model::config::ModelConfig;
 use crate::core::model::head_rows::HeadRows;
 use crate::core::model::slot_map::SlotMap;
@@ -34,12 +40,6 @@ use crate::core::read::cloze_math::{
 };
 use crate::core::read::decision::Decision;
 use crate::core::read::slots::SlotReadout;
-use crate::core::spec::criteria::MAX_OPTIONS;
-use crate::core::spec::criteria::{Criterion, StateSpec};
-use crate::core::spec::mode::{
-    Calibration, HeadStyle, Mode, PromptStyle, ReadoutChoice, DEFAULTS_BY_RULE,
-};
-use crate::core::spec::request::{Readout, ReadoutRequest};
 use crate::core::text::chat_template::ChatTemplate;
 use crate::core::text::prompt::{default_instruction, head_after, render_before, render_suffix};
 use crate::core::text::tokenizer::TextTokenizer;

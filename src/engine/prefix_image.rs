@@ -17,7 +17,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::EngineError;
-use crate::core::spec::mode::{Mode, PromptStyle};
+use crate::core::input::mode::{Mode, PromptStyle};
 
 /// Bumped whenever the layout or the meaning of a past changes.
 pub const FORMAT: u32 = 1;

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::*;
-use crate::core::spec::prefix::PrefixSpec;
+use crate::core::input::prefix::PrefixSpec;
 use crate::core::text::prompt::render_example;
 
 /// A prefilled prefix on this engine.

@@ -102,7 +102,7 @@ impl<R: Runtime> Engine<R> {
         req: &ReadoutRequest,
     ) -> Result<Vec<Decision>, EngineError> {
         let opts = &self.readout(req)?;
-        crate::core::spec::input_limits::check_criteria(criteria.len())?;
+        crate::core::input::input_limits::check_criteria(criteria.len())?;
         // Decisions are reported by criterion id: two with one id could not be told apart.
         let mut seen = std::collections::HashSet::new();
         for c in criteria {

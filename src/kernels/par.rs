@@ -131,7 +131,7 @@ impl Pool {
     /// See `worth_splitting`: about 4 M multiply-adds, a 1536 × 576 matrix
     /// at 5 rows, where splitting stopped losing. A 1-token run of
     /// SmolLM2-135M after a 256-token past went from 12.1 to 9.3 ms at 2
-    /// threads (`bench/results/2026-12-03-ab-native-serial-below-short.json`).
+    /// threads (`bench/results/ab-native/2026-12-03-ab-native-serial-below-short.json`).
     const NATIVE_SERIAL_BELOW: usize = 1 << 22;
 
     /// Calls `f(index, chunk)` for each `chunk`-long piece of `data`, in

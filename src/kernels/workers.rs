@@ -54,7 +54,7 @@ pub const STALL_FLOOR_MS: f64 = 5_000.0;
 /// chunk that takes this many times their whole time is not coming.
 pub const STALL_FACTOR: f64 = 20.0;
 /// Workers whose chunks are tracked (the thread policy's ceiling).
-const TRACKED: usize = crate::core::spec::thread_policy::MAX_THREADS;
+const TRACKED: usize = crate::core::input::thread_policy::MAX_THREADS;
 
 static EPOCH: AtomicU32 = AtomicU32::new(0);
 static CLAIM: AtomicU64 = AtomicU64::new(CLOSED);

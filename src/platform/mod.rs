@@ -1,6 +1,6 @@
 //! What the engine asks of the platform it runs on, in one place: the one
 //! clock every layer times with, the machine's core count for the thread
-//! policy (`core::spec::thread_policy`), and (in the browser) the JS interop
+//! policy (`core::input::thread_policy`), and (in the browser) the JS interop
 //! helpers.
 
 #[cfg(target_arch = "wasm32")]

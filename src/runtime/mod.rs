@@ -211,7 +211,9 @@ pub trait Runtime {
     }
 
     /// Frees a past (GPU buffers in the browser; memory natively).
-    fn release(&mut self, kv: Self::Kv);
+    fn release(&mut self, kv: Self::Kv) {
+        drop(kv);
+    }
 
     /// Bytes copied out of the runtime's tensors so far (logits, hidden):
     /// what a readback costs, counted rather than estimated.

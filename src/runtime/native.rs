@@ -42,8 +42,8 @@ pub struct NativeOptions {
 impl Default for NativeOptions {
     fn default() -> Self {
         Self {
-            intra_threads: crate::core::spec::thread_policy::default_threads(
-                crate::core::spec::thread_policy::Host::Native,
+            intra_threads: crate::core::input::thread_policy::default_threads(
+                crate::core::input::thread_policy::Host::Native,
                 crate::platform::cores(),
                 true,
             ),
@@ -365,10 +365,6 @@ impl Runtime for NativeRuntime {
             values,
             len: view.len,
         })
-    }
-
-    fn release(&mut self, kv: NativeKv) {
-        drop(kv);
     }
 
     fn bytes_read_back(&self) -> u64 {

@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { closeSync, cpSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { compare, fixture, harness, nativeDecisions, ORT_BASE, OUT, ROOT, start, TINY } from "./lib.mjs";
+import * as gpuReadout from "../../harness/gpu_readout_check.mjs";
 
 let ctx;
 before(async () => {
@@ -90,9 +91,9 @@ test("WebGPU disabled: auto runs an int4 model on our own runtime and a float on
   }
 });
 
-// Made by the rust part's models step (scripts/hf_onnx.py --tiny).
+// Made by the rust part's models step (modelgen/hf_onnx.py --tiny).
 const HF = "hf-qwen3-tiny-random";
-const hfMissing = !existsSync(join(ROOT, "models", HF, "onnx", "model_q4.onnx")) && `models/${HF} is made by the rust part (scripts/hf_onnx.py --tiny)`;
+const hfMissing = !existsSync(join(ROOT, "models", HF, "onnx", "model_q4.onnx")) && `models/${HF} is made by the rust part (modelgen/hf_onnx.py --tiny)`;
 
 test("an onnx-community folder (onnx/model_q4.onnx, no model.onnx) loads from its folder URL and from its graph URL, gives native ONNX Runtime's decisions on the same file, and auto without WebGPU runs it on the WASM backend saying which operator the cpu backend lacks", { skip: hfMissing }, async () => {
   const states = fixture().slice(0, 3);
@@ -528,7 +529,7 @@ test("a letter that is not one token, and non-finite logits, give Errors that na
     };
     const load = (src) => Engine.load(src, { backend: "wasm", ortBase: ORT_BASE });
     out.letters = await attempt(() => load("/target/browser/letters-split/"));
-    // scripts/broken_model.py --nan-on zebra: every logit NaN when " zebra" is fed.
+    // modelgen/broken_model.py --nan-on zebra: every logit NaN when " zebra" is fed.
     const e = await load("/target/browser/nan-on-zebra/");
     const s = await e.prefill({ evidence: "The lamp in the hall is red." });
     const good = { id: "ok", question: "What colour is the lamp?", options: [{ id: "red", description: "Red" }, { id: "blue", description: "Blue" }] };
@@ -550,26 +551,10 @@ test("a letter that is not one token, and non-finite logits, give Errors that na
 test("the GPU readout kernel equals the CPU readSlots in the browser (float32 and float16)", async () => {
   const r = await inPage(async () => {
     const { gpuReadoutSelfTest } = await import("/pkg-diagnostics/readout.js");
-    const V = 151936, rows = 3, cols = [362, 425, 356, 422, 151935, 0];
-    let x = 12345;
-    const rnd = () => ((x = (x * 1103515245 + 12345) >>> 0) / 2 ** 32) * 16 - 8;
-    const f32 = Float32Array.from({ length: rows * V }, rnd);
-    const f16bits = new Uint16Array(rows * V);
-    const dv = new DataView(new ArrayBuffer(4));
-    for (let i = 0; i < f16bits.length; i++) {
-      // float32 -> float16 bits (truncating the mantissa; inputs are in range)
-      dv.setFloat32(0, f32[i]);
-      const b = dv.getUint32(0), s = (b >>> 16) & 0x8000, e = ((b >>> 23) & 0xff) - 127 + 15, m = (b >>> 13) & 0x3ff;
-      f16bits[i] = e <= 0 ? s : s | (e << 10) | m;
-    }
-    return [await gpuReadoutSelfTest(f32, rows, V, cols, false), await gpuReadoutSelfTest(f16bits, rows, V, cols, true)];
+    const { run } = await import("/harness/gpu_readout_check.mjs");
+    return run(gpuReadoutSelfTest);
   });
-  for (const o of r) {
-    assert.match(o.adapter, /swiftshader/);
-    o.gpu.logits.forEach((v, i) => assert.equal(v, o.cpu.logits[i]));
-    assert.ok(Math.abs(o.gpu.logSumExp - o.cpu.logSumExp) <= 1e-5 * Math.abs(o.cpu.logSumExp), `${o.gpu.logSumExp} vs ${o.cpu.logSumExp}`);
-    assert.equal(o.gpu.bytesReadBack, (6 + 3) * 4);
-  }
+  gpuReadout.check(assert, r, /swiftshader/);
 });
 
 test("WebGPU: 20 prefills leave liveGpuTensors where it started; a batch of 2 is refused by GroupQueryAttention and scoring goes on; a lost device is refused by name", async () => {

@@ -7,8 +7,8 @@ import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs, runBench } from "../../bench/runners/run.mjs";
-import { launch } from "../../scripts/chromium.mjs";
-import { ROOT, serve } from "../../scripts/serve.mjs";
+import { launch } from "../../harness/chromium.mjs";
+import { ROOT, serve } from "../../harness/serve.mjs";
 import { smollm2Gguf } from "../../bench/runners/gguf.mjs";
 import { OUT } from "./lib.mjs";
 

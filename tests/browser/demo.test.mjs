@@ -5,7 +5,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
-import { driveDemo } from "../../scripts/demo.mjs";
+import { driveDemo } from "../../harness/demo_page.mjs";
 import { OUT, ROOT, TINY } from "./lib.mjs";
 
 function nativeScore(model) {

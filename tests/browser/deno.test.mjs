@@ -5,9 +5,10 @@
 // emulated, and no test here asserts one.
 import { before, test } from "node:test";
 import assert from "node:assert/strict";
-import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "../../scripts/deno.mjs";
+import { denoAvailable, denoEvaluate, DENO_ORT_BASE, fileUrl } from "../../harness/deno.mjs";
 import { fixture, nativeDecisions } from "./lib.mjs";
-import { F16_BOUND } from "../../scripts/f16_bound.mjs";
+import { F16_BOUND } from "../../harness/f16_bound.mjs";
+import * as gpuReadout from "../../harness/gpu_readout_check.mjs";
 
 const F16 = "qwen3-tiny-random-q4f16";
 const CUTS = ["", "-trimmed", "-trimmed-pruned"];
@@ -153,26 +154,11 @@ test("WebGPU float16: cloze with content-free calibration on the stock q4f16 fil
 });
 
 test("the WGSL readout kernel's float16 pipeline on lavapipe equals the CPU on the same rows, log-sum-exp (allowedMass) included", async () => {
-  const r = await inDeno(async ({ gpuReadoutSelfTest }) => {
-    const V = 151936, rows = 3, cols = [362, 425, 356, 422, 151935, 0];
-    let x = 12345;
-    const rnd = () => ((x = (x * 1103515245 + 12345) >>> 0) / 2 ** 32) * 16 - 8;
-    const f32 = Float32Array.from({ length: rows * V }, rnd);
-    const f16bits = new Uint16Array(rows * V);
-    const dv = new DataView(new ArrayBuffer(4));
-    for (let i = 0; i < f16bits.length; i++) {
-      dv.setFloat32(0, f32[i]);
-      const b = dv.getUint32(0), s = (b >>> 16) & 0x8000, e = ((b >>> 23) & 0xff) - 127 + 15, m = (b >>> 13) & 0x3ff;
-      f16bits[i] = e <= 0 ? s : s | (e << 10) | m;
-    }
-    return [await gpuReadoutSelfTest(f32, rows, V, cols, false), await gpuReadoutSelfTest(f16bits, rows, V, cols, true)];
-  });
-  for (const o of r) {
-    assert.match(o.adapter, /llvmpipe/);
-    o.gpu.logits.forEach((v, i) => assert.equal(v, o.cpu.logits[i]));
-    assert.ok(Math.abs(o.gpu.logSumExp - o.cpu.logSumExp) <= 1e-5 * Math.abs(o.cpu.logSumExp), `${o.gpu.logSumExp} vs ${o.cpu.logSumExp}`);
-    assert.equal(o.gpu.bytesReadBack, (6 + 3) * 4);
-  }
+  const r = await inDeno(async ({ gpuReadoutSelfTest }, { check }) => {
+    const { run } = await import(check);
+    return run(gpuReadoutSelfTest);
+  }, { check: fileUrl("harness/gpu_readout_check.mjs") });
+  gpuReadout.check(assert, r, /llvmpipe/);
 });
 
 test("WebGPU float16: 20 prefills leave liveGpuTensors where it started; a lost device is refused by name and a new engine scores as the first did", async () => {

@@ -1,5 +1,5 @@
 // onnxruntime-web's WebGPU fault on SwiftShader, reduced to the smallest
-// graph that shows it: one GroupQueryAttention node (scripts/gqa_graph.py),
+// graph that shows it: one GroupQueryAttention node (modelgen/gqa_graph.py),
 // 40 new tokens, random q/k/v, an empty past, against the WASM backend on the
 // same inputs. On a device without features (what the engine's wgpu device
 // is) it is exact; with the "subgroups" feature (what onnxruntime-web asks

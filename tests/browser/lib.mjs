@@ -1,12 +1,12 @@
 // Shared set-up of the browser tests: the browser and harness page
-// (scripts/browser.mjs, shared with the benchmark studies), the tiny
+// (harness/browser.mjs, shared with the benchmark studies), the tiny
 // model, and native reference decisions.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ROOT } from "../../scripts/browser.mjs";
+import { ROOT } from "../../harness/browser.mjs";
 
-export { harness, numberOption, ORT_BASE, ROOT, start } from "../../scripts/browser.mjs";
+export { harness, numberOption, ORT_BASE, ROOT, start } from "../../harness/browser.mjs";
 export const TINY = "qwen3-tiny-random-q4";
 export const OUT = join(ROOT, "target", "browser");
 
@@ -52,7 +52,7 @@ export async function visit(ctx, context) {
   const log = [];
   page.on("console", (m) => log.push(m.text()));
   page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
-  await page.goto(`${ctx.base}/scripts/harness.html`);
+  await page.goto(`${ctx.base}/harness/page.html`);
   await page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });
   return { page, log };
 }

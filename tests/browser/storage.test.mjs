@@ -11,7 +11,7 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { cpSync, mkdirSync, rmSync, utimesSync } from "node:fs";
 import { join } from "node:path";
-import { countSent } from "../../scripts/serve.mjs";
+import { countSent } from "../../harness/serve.mjs";
 import { fixture, ORT_BASE, OUT, revisit, ROOT, start, TINY, visit as visitIn } from "./lib.mjs";
 import { loadAndScore, rawFiles } from "./storage_calls.mjs";
 

@@ -7,8 +7,8 @@
 // held to the native engine's on the same state.
 import { test } from "node:test";
 import { join } from "node:path";
-import { serve } from "../../scripts/serve.mjs";
-import { launch } from "../../scripts/chromium.mjs";
+import { serve } from "../../harness/serve.mjs";
+import { launch } from "../../harness/chromium.mjs";
 import { OUT } from "./lib.mjs";
 import { buildViteApp, checkViteResult, VITE_CASES } from "./vite_app.mjs";
 

@@ -1,6 +1,6 @@
 #![allow(dead_code)]
 //! Shared helpers for the native integration tests. The tiny models are built
-//! by `scripts/build_models.py tiny` (the test command does it first); a
+//! by `modelgen/build_models.py tiny` (the test command does it first); a
 //! missing model is a failure with that instruction, never a skip.
 
 use std::path::{Path, PathBuf};
@@ -23,7 +23,7 @@ pub fn root() -> PathBuf {
 
 pub fn model_path(id: &str) -> PathBuf {
     let p = root().join("models").join(id);
-    assert!(p.join("model.onnx").is_file(), "{} is not built: run `bash scripts/test.sh` or `.venv/bin/python scripts/build_models.py tiny`", p.display());
+    assert!(p.join("model.onnx").is_file(), "{} is not built: run `bash scripts/test.sh` or `.venv/bin/python modelgen/build_models.py tiny`", p.display());
     p
 }
 
@@ -64,7 +64,7 @@ pub fn state(evidence: &str) -> StateSpec {
 pub fn fixture() -> Vec<StateSpec> {
     let text = std::fs::read_to_string(root().join("tests/fixtures/authored.jsonl"))
         .expect("tests/fixtures/authored.jsonl");
-    readout::core::spec::criteria::parse_jsonl(&text).expect("fixture parses")
+    readout::core::input::criteria::parse_jsonl(&text).expect("fixture parses")
 }
 
 /// Copies a model directory (graph, data, config, tokenizer) to a fresh temp dir.
@@ -129,7 +129,7 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 /// A trimmed and a trimmed+pruned cut of the tiny q4 model, made here: the
 /// test command builds only the stock tiny models before `cargo test`.
 pub fn cuts(tmp: &Path) -> [PathBuf; 2] {
-    use readout::export::commands::{run, Op};
+    use readout::surgery::commands::{run, Op};
     let trimmed = tmp.join(format!("{Q4}-trimmed"));
     let pruned = tmp.join(format!("{Q4}-trimmed-pruned"));
     run(&model_path(Q4), &trimmed, &Op::Trim).unwrap();
@@ -142,7 +142,7 @@ pub fn cuts(tmp: &Path) -> [PathBuf; 2] {
 }
 
 /// The real models are built by `scripts/main.sh` (SmolLM2) and
-/// `scripts/build_models.py gemma3`, not by the test command (CI runs the
+/// `modelgen/build_models.py gemma3`, not by the test command (CI runs the
 /// tiny models only): where one is absent the test says so and skips it.
 pub fn built_model(id: &str) -> Option<PathBuf> {
     let dir = root().join("models").join(id);
@@ -150,7 +150,7 @@ pub fn built_model(id: &str) -> Option<PathBuf> {
         Some(dir)
     } else {
         let how = if id.starts_with("gemma3") {
-            ".venv/bin/python scripts/build_models.py gemma3"
+            ".venv/bin/python modelgen/build_models.py gemma3"
         } else {
             "bash scripts/main.sh"
         };

@@ -1,4 +1,4 @@
-// Firefox ESR (Debian's, headless, over WebDriver BiDi: scripts/firefox.mjs).
+// Firefox ESR (Debian's, headless, over WebDriver BiDi: harness/firefox.mjs).
 // The same package and pages as in Chromium, held to the same references:
 // the cpu backend to our native runtime, onnxruntime-web's WASM backend to
 // native ONNX Runtime, the threaded build to the plain one, and, with
@@ -8,10 +8,10 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { join } from "node:path";
-import { readDecisionTable } from "../../scripts/demo.mjs";
-import { F16_BOUND } from "../../scripts/f16_bound.mjs";
-import { launchFirefox } from "../../scripts/firefox.mjs";
-import { serve } from "../../scripts/serve.mjs";
+import { readDecisionTable } from "../../harness/demo_page.mjs";
+import { F16_BOUND } from "../../harness/f16_bound.mjs";
+import { launchFirefox } from "../../harness/firefox.mjs";
+import { serve } from "../../harness/serve.mjs";
 import { compare, fixture, nativeDecisions, ORT_BASE, ROOT, TINY } from "../browser/lib.mjs";
 import { inFirefox as inFirefoxAt } from "./lib.mjs";
 

@@ -1,6 +1,6 @@
 // What the Firefox tests share: a fresh Firefox running a function in the
 // harness page (window.readout, the diagnostics build).
-import { launchFirefox } from "../../scripts/firefox.mjs";
+import { launchFirefox } from "../../harness/firefox.mjs";
 
 /**
  * Runs `fn(arg)` in the harness page served at `base`, in a fresh Firefox;
@@ -13,7 +13,7 @@ export async function inFirefox(base, fn, arg, { webgpu = false, build = "single
     const page = await browser.newPage();
     page.on("console", (m) => log.push(m.text()));
     page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
-    await page.goto(`${base}/scripts/harness.html${build === "threads" ? "?build=threads" : ""}`);
+    await page.goto(`${base}/harness/page.html${build === "threads" ? "?build=threads" : ""}`);
     await page.waitForFunction(() => window.harnessReady, { timeout: 120_000 });
     return await page.evaluate(fn, arg);
   } catch (e) {

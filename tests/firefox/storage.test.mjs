@@ -7,8 +7,8 @@
 // visit's fresh prefill.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
-import { launchFirefox } from "../../scripts/firefox.mjs";
-import { countSent, serve } from "../../scripts/serve.mjs";
+import { launchFirefox } from "../../harness/firefox.mjs";
+import { countSent, serve } from "../../harness/serve.mjs";
 import { fixture, TINY } from "../browser/lib.mjs";
 import { loadAndScore } from "../browser/storage_calls.mjs";
 import { keptRun, PREFIX } from "../browser/kept_prefix_calls.mjs";
@@ -28,7 +28,7 @@ async function harnessPage(browser, log) {
   const page = await browser.newPage();
   page.on("console", (m) => log.push(m.text()));
   const open = async () => {
-    await page.goto(`${base}/scripts/harness.html`);
+    await page.goto(`${base}/harness/page.html`);
     await page.waitForFunction(() => window.harnessReady, { timeout: 120_000 });
   };
   return { page, open };

@@ -6,8 +6,8 @@
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { launchFirefox } from "../../scripts/firefox.mjs";
-import { serve } from "../../scripts/serve.mjs";
+import { launchFirefox } from "../../harness/firefox.mjs";
+import { serve } from "../../harness/serve.mjs";
 import { fixture, ORT_BASE, ROOT, TINY } from "../browser/lib.mjs";
 import { buildViteApp, checkViteResult, VITE_CASES } from "../browser/vite_app.mjs";
 import { both, terminated } from "../browser/worker_calls.mjs";

@@ -72,11 +72,65 @@ pub fn criterion(
     }
 }
 
-/// Writes a benchmark's result JSON (pretty, with a final newline) and says where.
-pub fn write_result(path: &std::path::Path, doc: &serde_json::Value, tag: &str) {
-    std::fs::write(
-        path,
-        serde_json::to_string_pretty(doc).expect("json") + "\n",
+/// The one writer of bench/results for the Rust benches (JavaScript's is
+/// bench/runners/result_file.mjs, Python's result_file.py): a result of
+/// kind K goes to bench/results/K/<date>-<name>.json (or `out`), refused
+/// before the run when the name is taken.
+pub fn result_path(kind: &str, name: &str, out: Option<String>) -> std::path::PathBuf {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = out.map(std::path::PathBuf::from).unwrap_or_else(|| {
+        root.join("bench/results")
+            .join(kind)
+            .join(format!("{}-{name}.json", readout::host::today()))
+    });
+    assert!(
+        !path.exists(),
+        "{} exists: pass --out for another name",
+        path.display()
+    );
+    path
+}
+
+/// Writes `body` under the header every result carries (kind, command,
+/// commit, date, machine, emulated: never, natively), pretty with a final
+/// newline, never over a file, and says where.
+pub fn write_result(kind: &str, path: &std::path::Path, body: serde_json::Value, tag: &str) {
+    let commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let mut doc = serde_json::json!({
+        "kind": kind,
+        "command": format!("cargo bench --bench {tag} -- {}", args.join(" ")).trim().to_string(),
+        "commit": commit,
+        "date": readout::host::today(),
+        "machine": readout::host::machine(),
+        "emulated": false,
+    });
+    if let (Some(h), serde_json::Value::Object(b)) = (doc.as_object_mut(), body) {
+        for (k, v) in b {
+            h.entry(k).or_insert(v);
+        }
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).expect("results folder");
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::io::Write::write_all(
+        &mut f,
+        (serde_json::to_string_pretty(&doc).expect("json") + "\n").as_bytes(),
     )
     .expect("write result");
     eprintln!("[{tag}] wrote {}", path.display());

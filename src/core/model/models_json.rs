@@ -1,5 +1,5 @@
 //! `models.json` (spec §4) as data: parsed by the native loader and the
-//! browser loader alike; built by `readout catalog` (src/export/catalog.rs).
+//! browser loader alike; built by `readout catalog` (src/surgery/catalog.rs).
 
 use crate::core::CoreError;
 use serde::{Deserialize, Serialize};
@@ -43,7 +43,7 @@ pub struct Entry {
     /// The readout served when a call does not choose one (measured per
     /// model by `bench/runners/decisions.sh`, named to `readout catalog` by `scripts/catalog.sh`); absent: letters, plain prompt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub readout: Option<crate::core::spec::mode::ReadoutChoice>,
+    pub readout: Option<crate::core::input::mode::ReadoutChoice>,
     pub files: Vec<FileEntry>,
     pub shape: Shape,
 }

@@ -4,9 +4,9 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use crate::core::input::mode::ClozeScore;
 use crate::core::read::logits::Logits;
 use crate::core::read::slots::{log_sum_exp, softmax};
-use crate::core::spec::mode::ClozeScore;
 use crate::core::CoreError;
 
 /// log p(`token`) at `row` of a `[1, S, V]` tensor: the full row's

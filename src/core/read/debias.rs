@@ -2,7 +2,7 @@
 //! average per option, and flag criteria whose answer moves with the order.
 
 // The option itself is declared with the other readout options.
-pub use crate::core::spec::mode::Debias;
+pub use crate::core::input::mode::Debias;
 
 /// The display orders to score: `order[slot]` is the option shown at letter `slot`.
 pub fn orders(debias: Debias, n: usize) -> Vec<Vec<usize>> {

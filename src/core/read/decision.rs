@@ -2,9 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::input::criteria::Criterion;
+use crate::core::input::mode::ReadoutChoice;
 use crate::core::read::debias::argmax;
-use crate::core::spec::criteria::Criterion;
-use crate::core::spec::mode::ReadoutChoice;
 use crate::core::text::prompt::label;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@
 //! evidence; the engine checks that it is a token prefix of every full
 //! prompt, so a cached head always means what one uncached forward means.
 
-use crate::core::spec::input_limits;
+use crate::core::input::input_limits;
 use minijinja::{Environment, Error as JinjaError, ErrorKind};
 use serde::Serialize;
 use serde_json::Value;

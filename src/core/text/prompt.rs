@@ -1,8 +1,8 @@
 //! The prompt contract (spec §3). Head and suffix are rendered and tokenised
 //! separately; any full-prompt reference concatenates the two id lists.
 
-use crate::core::spec::criteria::{Criterion, MAX_OPTIONS};
-use crate::core::spec::mode::Mode;
+use crate::core::input::criteria::{Criterion, MAX_OPTIONS};
+use crate::core::input::mode::Mode;
 
 /// Answer letters, in the order options are shown.
 pub const LETTERS: &str = "ABCDEFGHIJKLMNOPQRST";
@@ -110,7 +110,7 @@ pub fn label(index: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::spec::criteria::{Criterion, OptionSpec};
+    use crate::core::input::criteria::{Criterion, OptionSpec};
 
     fn crit() -> Criterion {
         Criterion {

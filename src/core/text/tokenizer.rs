@@ -1,6 +1,6 @@
 //! A thin wrapper over Hugging Face `tokenizers` that builds for wasm32 too.
 
-use crate::core::spec::input_limits::{self, COUNT_PIECE_BYTES, TOKENS_PER_CUT};
+use crate::core::input::input_limits::{self, COUNT_PIECE_BYTES, TOKENS_PER_CUT};
 use crate::core::text::prompt::{letter, LETTERS};
 use crate::core::CoreError;
 

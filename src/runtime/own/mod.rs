@@ -49,8 +49,8 @@ impl Default for OwnOptions {
         // The page's default is the bindings' to set (the single-thread
         // build runs one); natively the thread policy's.
         #[cfg(not(target_arch = "wasm32"))]
-        let threads = crate::core::spec::thread_policy::default_threads(
-            crate::core::spec::thread_policy::Host::Native,
+        let threads = crate::core::input::thread_policy::default_threads(
+            crate::core::input::thread_policy::Host::Native,
             crate::platform::cores(),
             true,
         );

@@ -179,10 +179,6 @@ impl Runtime for OwnRuntime {
         })
     }
 
-    fn release(&mut self, kv: OwnKv) {
-        drop(kv);
-    }
-
     fn bytes_read_back(&self) -> u64 {
         self.read_back
     }
