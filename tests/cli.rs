@@ -62,13 +62,7 @@ fn score_with_check_matches_the_uncached_forward() {
 #[test]
 fn evaluate_writes_a_report_with_every_metric() {
     let dir = temp_dir("cli-eval");
-    let fixture_path = dir.join("small.jsonl");
-    let lines: Vec<String> = fixture()
-        .iter()
-        .take(3)
-        .map(|s| serde_json::to_string(s).unwrap())
-        .collect();
-    std::fs::write(&fixture_path, lines.join("\n")).unwrap();
+    let fixture_path = first_states(&dir.join("small.jsonl"), 3);
     let report = dir.join("report.json");
     let t0 = std::time::Instant::now();
     let out = succeed(
@@ -209,6 +203,17 @@ fn os(s: &str) -> &std::ffi::OsStr {
     std::ffi::OsStr::new(s)
 }
 
+/// The fixture's first `n` states as JSONL at `path`, which it returns.
+fn first_states(path: &std::path::Path, n: usize) -> std::path::PathBuf {
+    let lines: Vec<String> = fixture()
+        .iter()
+        .take(n)
+        .map(|s| serde_json::to_string(s).unwrap())
+        .collect();
+    std::fs::write(path, lines.join("\n")).unwrap();
+    path.to_path_buf()
+}
+
 /// The example state, pretty-printed as in examples/state.json.
 fn pretty_state() -> String {
     std::fs::read_to_string(root().join("examples/state.json")).unwrap()
@@ -332,13 +337,7 @@ fn threads_are_bounded_and_the_error_gives_the_bound() {
 #[test]
 fn score_refuses_a_multi_state_file_unless_given_an_index() {
     let dir = temp_dir("cli-multi");
-    let path = dir.join("states.jsonl");
-    let lines: Vec<String> = fixture()
-        .iter()
-        .take(3)
-        .map(|s| serde_json::to_string(s).unwrap())
-        .collect();
-    std::fs::write(&path, lines.join("\n")).unwrap();
+    let path = first_states(&dir.join("states.jsonl"), 3);
     let err = fails(&[
         os("score"),
         os("--model"),
