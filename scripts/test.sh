@@ -45,9 +45,15 @@ wants() { local p; for p in "${parts[@]}"; do [ "$p" = "$1" ] && return 0; done;
 # cargo's build directory, which every clone on this machine shares.
 source scripts/lib/cache.sh
 export READOUT_CACHE CARGO_BUILD_BUILD_DIR
-# What was in the caches when the run began (the timing record says it):
-# warm when cargo's build directory for this toolchain and lock exists.
-cache_state=$( [ -d "$CARGO_BUILD_BUILD_DIR" ] && echo warm || echo empty )
+# What the caches held when the run began, entry by entry (the venvs, the
+# tiny models, each cargo build directory): the record says, per entry the
+# run ended with, whether it was there (hit) or made by this run (built),
+# and its label follows: warm when nothing was built, cold when every entry
+# was, partial otherwise. The clone's own target/ is always this run's.
+cache_entries() {
+  { ls -1 "$READOUT_CACHE" 2>/dev/null | grep -vx cargo; ls -1 "$READOUT_CACHE/cargo" 2>/dev/null | sed 's#^#cargo/#'; } | sort | tr '\n' ' '
+}
+caches_before=$(cache_entries)
 
 # Mesa's Vulkan loader wants a runtime dir for its window-system probing.
 export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp/readout-xdg-$(id -u)}"
@@ -74,18 +80,22 @@ report() {
     printf '[test] %-10s %8s  %s\n' total "$(awk -v s="$total" 'BEGIN{printf "%.1f", s/60}')" "$verdict"
   } >&2
   if node -e '
-    const [commit, parts, caches, finished, total, rc, ...rows] = process.argv.slice(1);
+    const [commit, parts, before, after, finished, total, rc, ...rows] = process.argv.slice(1);
+    const had = new Set(before.split(" ").filter(Boolean));
+    const cache = Object.fromEntries(after.split(" ").filter(Boolean).map((e) => [e, had.has(e) ? "hit" : "built"]));
+    const built = Object.values(cache).filter((v) => v === "built").length;
+    const caches = built === 0 ? "warm" : built === Object.keys(cache).length ? "cold" : "partial";
     const steps = [];
     for (let i = 0; i < rows.length; i += 3) steps.push({ name: rows[i], seconds: Number(rows[i + 1]), result: rows[i + 2] });
     // The results header (bench/runners/result_file.mjs), so the record
     // can be kept under bench/results/test-suite/ as it is.
     const lib = require("url").pathToFileURL(require("path").resolve("bench/runners/result_file.mjs"));
     import(lib).then(({ header }) => {
-      const out = { ...header("test-suite", "", { command: `bash scripts/test.sh ${parts}` }), commit, parts: parts.split(" "), caches, finished,
+      const out = { ...header("test-suite", "", { command: `bash scripts/test.sh ${parts}` }), commit, parts: parts.split(" "), caches, cache, finished,
         steps, total_s: Number(total), passed: rc === "0", cpus: require("os").cpus().length };
       require("fs").writeFileSync("target/test-times.json", JSON.stringify(out, null, 2) + "\n");
     });
-  ' "$(git rev-parse HEAD 2>/dev/null || echo unknown)" "${parts[*]}" "$cache_state" "$(date -u +%FT%TZ)" "$total" "$rc" "${rows[@]}"; then
+  ' "$(git rev-parse HEAD 2>/dev/null || echo unknown)" "${parts[*]}" "$caches_before" "$(cache_entries)" "$(date -u +%FT%TZ)" "$total" "$rc" "${rows[@]}"; then
     echo "[test] the same table as JSON: target/test-times.json" >&2
   fi
 }
