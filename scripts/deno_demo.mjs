@@ -46,8 +46,8 @@ const log = (l) => console.error(`[deno demo] ${l}`);
 
 // The native engine on the same file, in the same defaults (the CLI takes
 // the entry's readout when no flag is given, as the browser does).
-log(`native reference: ${bin} score --model models.json#${model} --state ${stateFile}`);
-const native = JSON.parse(execFileSync(join(ROOT, bin), ["score", "--model", `models.json#${model}`, "--state", stateFile], { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }));
+log(`native reference: ${bin} score --model models.json#${model} --runtime ort --state ${stateFile}`);
+const native = JSON.parse(execFileSync(join(ROOT, bin), ["score", "--model", `models.json#${model}`, "--runtime", "ort", "--state", stateFile], { cwd: ROOT, encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }));
 // The float32 computation of the same int4 weights (our runtime's scalar
 // reference): on a 30-layer model it, not native ONNX Runtime's float16 on
 // the CPU, is what WebGPU's float16 is held to (docs/float16.md).

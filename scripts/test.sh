@@ -201,7 +201,11 @@ rust_step() {
 # The Python package: maturin builds the extension (release, the engine's
 # own code) and installs it into .venv; its tests compare it with the CLI.
 python_step() {
-  VIRTUAL_ENV="$PWD/.venv" .venv/bin/maturin develop --locked --release -m python/Cargo.toml
+  # One build: the wheel, installed into .venv for the tests, and installed
+  # again by test_wheel.py into a fresh venv where the repository is not.
+  READOUT_WHEEL=$(bash scripts/build_wheel.sh | tail -1)
+  export READOUT_WHEEL
+  .venv/bin/pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$READOUT_WHEEL"
   .venv/bin/python -m unittest discover -s python/tests -v
 }
 

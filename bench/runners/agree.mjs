@@ -39,7 +39,7 @@ const score = (extra) => {
   const out = JSON.parse(execFileSync(bin, ["--threads", "2", ...extra, "score", "--model", `models/${model}`, "--state", statePath, "--mode", mode], { cwd: ROOT, encoding: "utf8", maxBuffer: 1 << 26 }));
   return { out, s: (Date.now() - t0) / 1000 };
 };
-const { out: native, s: nativeS } = score([]);
+const { out: native, s: nativeS } = score(["--runtime", "ort"]);
 console.error(`[agree] native ONNX Runtime: ${native.decisions.map((d) => d.answer).join(", ")} in ${nativeS.toFixed(1)} s`);
 let ownF32 = null;
 try {

@@ -14,12 +14,35 @@ after it. The GIL is released while the engine loads and computes.
                                   "options": [{"id": "red", "description": "Red"},
                                               {"id": "blue", "description": "Blue"}]}])
 """
+import glob
+import importlib.util
 import json
+import os
 
-from ._readout import NativeEngine as _NativeEngine
-from ._readout import NativeError as _NativeError
-from ._readout import __version__
-from ._readout import report as _report
+
+def _onnxruntime_library():
+    """The library inside the ``onnxruntime`` package this one depends on,
+    found without importing it: where the native engine loads ONNX Runtime
+    from unless ``ORT_DYLIB_PATH`` names one (the engine's own search, and
+    its error naming every place it looked, come after)."""
+    spec = importlib.util.find_spec("onnxruntime")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        found = sorted(p for p in glob.glob(os.path.join(root, "capi", "libonnxruntime.so*"))
+                       if "providers" not in os.path.basename(p))
+        if found:
+            return found[-1]
+    return None
+
+
+if not os.environ.get("ORT_DYLIB_PATH"):
+    _lib = _onnxruntime_library()
+    if _lib:
+        os.environ["ORT_DYLIB_PATH"] = _lib
+
+from ._readout import NativeEngine as _NativeEngine  # noqa: E402
+from ._readout import NativeError as _NativeError  # noqa: E402
+from ._readout import __version__  # noqa: E402
+from ._readout import report as _report  # noqa: E402
 
 __all__ = ["Engine", "State", "ReadoutError", "report", "__version__"]
 

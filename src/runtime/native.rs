@@ -31,6 +31,8 @@ pub struct NativeRuntime {
     signature: Signature,
     clock: crate::platform::Clock,
     path: PathBuf,
+    /// The ONNX Runtime library loaded (`library::find_library`).
+    library: PathBuf,
     read_back: u64,
 }
 
@@ -63,7 +65,7 @@ impl NativeRuntime {
         opts: &NativeOptions,
         kv_dims: [usize; 2],
     ) -> Result<Self, RuntimeError> {
-        let env = environment()?;
+        let (env, library) = environment()?;
         let load_err = |e: &dyn std::fmt::Display| RuntimeError::Load {
             path: path.display().to_string(),
             message: e.to_string(),
@@ -108,6 +110,7 @@ impl NativeRuntime {
             signature,
             clock: crate::platform::Clock::new(),
             path: path.to_path_buf(),
+            library,
             read_back: 0,
         })
     }
@@ -313,7 +316,10 @@ impl Runtime for NativeRuntime {
     }
 
     fn kv_origin(&self) -> String {
-        "onnxruntime 1.30 (native, CPU)".into()
+        // The library file names its release (a past from another release
+        // is another computation).
+        let file = self.library.file_name().unwrap_or_default();
+        format!("onnxruntime (native, CPU; {})", file.to_string_lossy())
     }
 
     async fn export_kv(&mut self, kv: &NativeKv) -> Result<KvImage, RuntimeError> {
@@ -376,6 +382,10 @@ impl Runtime for NativeRuntime {
     }
 
     fn describe(&self) -> String {
-        format!("onnxruntime 1.30 (native, CPU), {}", self.path.display())
+        format!(
+            "onnxruntime (native, CPU; {}), {}",
+            self.library.display(),
+            self.path.display()
+        )
     }
 }

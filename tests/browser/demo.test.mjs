@@ -10,7 +10,7 @@ import { OUT, ROOT, TINY } from "./lib.mjs";
 
 function nativeScore(model) {
   const bin = join(ROOT, "target", "debug", "readout");
-  const out = execFileSync(bin, ["score", "--model", `models.json#${model}`, "--state", "examples/state.json", "--threads", "2"], { cwd: ROOT, encoding: "utf8" });
+  const out = execFileSync(bin, ["score", "--model", `models.json#${model}`, "--state", "examples/state.json", "--threads", "2", "--runtime", "ort"], { cwd: ROOT, encoding: "utf8" });
   return JSON.parse(out).decisions;
 }
 

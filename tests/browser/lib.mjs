@@ -16,8 +16,10 @@ function readoutBin() {
   return bin;
 }
 
-/** The native engine's decisions on the fixture (readout evaluate), or on `fixturePath`; `model` is a path under models/. */
+/** The native engine's decisions on the fixture (readout evaluate), or on `fixturePath`; `model` is a path under models/.
+ * ONNX Runtime unless `args` names a runtime: the reference onnxruntime-web's backends are held to. */
 export function nativeDecisions(model, args = [], fixturePath = "tests/fixtures/authored.jsonl") {
+  if (!args.includes("--runtime")) args = ["--runtime", "ort", ...args];
   mkdirSync(OUT, { recursive: true });
   const tag = fixturePath.split("/").pop().replace(/\.jsonl$/, "");
   const out = join(OUT, `native-${model.replaceAll("/", "_")}-${tag}${args.map((a) => a.replace(/^--/, "-")).join("")}.json`);

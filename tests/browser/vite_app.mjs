@@ -51,7 +51,7 @@ function nativeAppDecision(runtime) {
   mkdirSync(OUT, { recursive: true });
   const state = join(OUT, "vite-app-state.json");
   writeFileSync(state, JSON.stringify(APP_STATE));
-  const args = ["score", "--model", `models/${TINY}`, "--state", state, "--threads", "2", ...(runtime === "own" ? ["--runtime", "own"] : [])];
+  const args = ["score", "--model", `models/${TINY}`, "--state", state, "--threads", "2", "--runtime", runtime === "own" ? "own" : "ort"];
   return JSON.parse(execFileSync(join(ROOT, "target", "debug", "readout"), args, { cwd: ROOT, encoding: "utf8" })).decisions[0];
 }
 

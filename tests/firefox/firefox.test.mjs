@@ -104,7 +104,7 @@ test("Firefox: the demo page loads, runs the example and shows the native engine
     assert.equal(shown.error, "");
     assert.equal(shown.backend, "wasm");
     const loaded = shown.info.split(" ")[0];
-    const native = JSON.parse(execFileSync(join(ROOT, "target", "debug", "readout"), ["score", "--model", `models.json#${loaded}`, "--state", "examples/state.json", "--threads", "2"], { cwd: ROOT, encoding: "utf8" })).decisions;
+    const native = JSON.parse(execFileSync(join(ROOT, "target", "debug", "readout"), ["score", "--model", `models.json#${loaded}`, "--state", "examples/state.json", "--threads", "2", "--runtime", "ort"], { cwd: ROOT, encoding: "utf8" })).decisions;
     assert.equal(shown.decisions.length, native.length);
     let worst = 0;
     for (const [i, n] of native.entries()) {

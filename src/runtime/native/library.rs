@@ -10,10 +10,57 @@ use super::RuntimeError;
 /// Where onnxruntime-node keeps the Linux x64 library inside node_modules.
 const NODE_LIB: &str = "node_modules/onnxruntime-node/bin/napi-v6/linux/x64/libonnxruntime.so.1";
 
-static ENV: OnceLock<Result<Environment, String>> = OnceLock::new();
+static ENV: OnceLock<Result<(Environment, PathBuf), String>> = OnceLock::new();
 
-/// `ORT_DYLIB_PATH`, else `node_modules/...` above the working directory,
-/// else above the executable, else the repository this was built from.
+/// One place the library is looked for, and what puts it there.
+struct Place {
+    what: String,
+    found: Option<PathBuf>,
+}
+
+/// An `onnxruntime` Python package's own library under `prefix` (a venv or
+/// a Python installation): `lib/python3.*/site-packages/onnxruntime/capi/`.
+fn python_package(prefix: &std::path::Path) -> Option<PathBuf> {
+    let lib = prefix.join("lib");
+    let mut pythons: Vec<_> = std::fs::read_dir(&lib)
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("python3"))
+        })
+        .collect();
+    pythons.sort();
+    pythons.iter().find_map(|py| {
+        let capi = py.join("site-packages/onnxruntime/capi");
+        let mut libs: Vec<_> = std::fs::read_dir(&capi)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name().is_some_and(|n| {
+                    let n = n.to_string_lossy();
+                    n.starts_with("libonnxruntime.so") && !n.contains("providers")
+                })
+            })
+            .collect();
+        libs.sort();
+        libs.pop()
+    })
+}
+
+/// Where the library is looked for, in order, the same for the CLI and
+/// for Python's extension (which sets `ORT_DYLIB_PATH` itself from the
+/// `onnxruntime` package it depends on):
+/// 1. `ORT_DYLIB_PATH` (the override; a path that is not a file is refused);
+/// 2. onnxruntime-node's under a `node_modules/` above the working
+///    directory or the executable (`scripts/setup.sh` installs it);
+/// 3. the `onnxruntime` Python package of the active venv (`VIRTUAL_ENV`),
+///    or of the Python installation the executable belongs to.
+///
+/// Never the repository it was built from: a binary or wheel copied to
+/// another machine must not work here and fail there.
 pub fn find_library() -> Result<PathBuf, RuntimeError> {
     if let Ok(p) = std::env::var("ORT_DYLIB_PATH") {
         let p = PathBuf::from(p);
@@ -26,35 +73,60 @@ pub fn find_library() -> Result<PathBuf, RuntimeError> {
             )))
         };
     }
-    let mut starts: Vec<PathBuf> = Vec::new();
-    if let Ok(d) = std::env::current_dir() {
-        starts.push(d);
-    }
-    if let Ok(e) = std::env::current_exe() {
-        starts.push(e);
-    }
-    starts.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let mut places = Vec::new();
+    let exe = std::env::current_exe().ok();
+    let mut starts: Vec<PathBuf> = std::env::current_dir().ok().into_iter().collect();
+    starts.extend(exe.clone());
     for s in &starts {
-        for dir in s.ancestors() {
-            let cand = dir.join(NODE_LIB);
-            if cand.is_file() {
-                return Ok(cand);
-            }
-        }
+        places.push(Place {
+            what: format!("{NODE_LIB} above {}", s.display()),
+            found: s
+                .ancestors()
+                .map(|d| d.join(NODE_LIB))
+                .find(|c| c.is_file()),
+        });
     }
+    let prefixes = std::env::var_os("VIRTUAL_ENV")
+        .map(PathBuf::from)
+        .into_iter()
+        // The executable's installation: <prefix>/bin/<exe>.
+        .chain(
+            exe.as_deref()
+                .and_then(|e| e.parent()?.parent())
+                .map(PathBuf::from),
+        );
+    for prefix in prefixes {
+        places.push(Place {
+            what: format!("the onnxruntime Python package under {}", prefix.display()),
+            found: python_package(&prefix),
+        });
+    }
+    if let Some(p) = places.iter().find_map(|p| p.found.clone()) {
+        return Ok(p);
+    }
+    let looked: Vec<String> = places.into_iter().map(|p| p.what).collect();
     Err(RuntimeError::Library(format!(
-        "libonnxruntime.so.1 not found: set ORT_DYLIB_PATH or run scripts/setup.sh (it installs {NODE_LIB})"
+        "libonnxruntime.so.1 not found; looked at ORT_DYLIB_PATH (unset), {}. Install it with `pip install onnxruntime` (in the active venv), or `npm i onnxruntime-node@1.30.0 --ignore-scripts` (scripts/setup.sh does), or set ORT_DYLIB_PATH to the library; `--runtime own` needs none",
+        looked.join(", ")
     )))
 }
 
-pub(super) fn environment() -> Result<Environment, RuntimeError> {
+/// The process's ONNX Runtime and the library file it was loaded from
+/// (what a runtime's description names: the library found may be another
+/// release than the 1.30 the browser's onnxruntime-web is built from).
+pub(super) fn environment() -> Result<(Environment, PathBuf), RuntimeError> {
     ENV.get_or_init(|| {
-        let lib = find_library().map_err(|e| e.to_string())?;
-        ort::init_from(&lib)
+        let lib = find_library().map_err(|e| match e {
+            // Said once: the cached message is wrapped again below.
+            RuntimeError::Library(m) => m,
+            e => e.to_string(),
+        })?;
+        let env = ort::init_from(&lib)
             .map_err(|e| format!("{}: {e}", lib.display()))?
             .with_name("readout")
             .build()
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        Ok((env, lib))
     })
     .clone()
     .map_err(RuntimeError::Library)
