@@ -73,11 +73,8 @@ impl Runtime for Faulty {
     async fn import_kv(&mut self, view: &KvView<'_>) -> Result<NativeKv, RuntimeError> {
         self.0.import_kv(view).await
     }
-    fn bytes_read_back(&self) -> u64 {
-        self.0.bytes_read_back()
-    }
-    fn now_ms(&self) -> f64 {
-        self.0.now_ms()
+    fn meter(&self) -> &readout::runtime::Meter {
+        self.0.meter()
     }
     fn describe(&self) -> String {
         "faulty".into()

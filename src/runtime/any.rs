@@ -241,17 +241,10 @@ impl<O: Runtime> Runtime for AnyRuntime<O> {
         }
     }
 
-    fn bytes_read_back(&self) -> u64 {
+    fn meter(&self) -> &super::Meter {
         match self {
-            Self::Onnx(r) => r.bytes_read_back(),
-            Self::Own(r) => r.bytes_read_back(),
-        }
-    }
-
-    fn now_ms(&self) -> f64 {
-        match self {
-            Self::Onnx(r) => r.now_ms(),
-            Self::Own(r) => r.now_ms(),
+            Self::Onnx(r) => r.meter(),
+            Self::Own(r) => r.meter(),
         }
     }
 

@@ -215,15 +215,44 @@ pub trait Runtime {
         drop(kv);
     }
 
+    /// The runtime's clock and readback count.
+    fn meter(&self) -> &Meter;
+
     /// Bytes copied out of the runtime's tensors so far (logits, hidden):
     /// what a readback costs, counted rather than estimated.
-    fn bytes_read_back(&self) -> u64;
+    fn bytes_read_back(&self) -> u64 {
+        self.meter().read_back
+    }
 
     /// Milliseconds from an arbitrary origin, for the decisions' `ms`.
-    fn now_ms(&self) -> f64;
+    fn now_ms(&self) -> f64 {
+        self.meter().clock.ms()
+    }
 
     /// The runtime's own description (library, version, backend).
     fn describe(&self) -> String;
+}
+
+/// What every runtime keeps for the engine's counters: the one clock
+/// (`platform::Clock`) and the bytes it has copied out of its tensors.
+pub struct Meter {
+    pub clock: crate::platform::Clock,
+    pub read_back: u64,
+}
+
+impl Meter {
+    pub fn new() -> Self {
+        Self {
+            clock: crate::platform::Clock::new(),
+            read_back: 0,
+        }
+    }
+}
+
+impl Default for Meter {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// `read` with the logits brought to the host: the default, and the WASM

@@ -29,11 +29,10 @@ pub struct NativeKv {
 pub struct NativeRuntime {
     session: Session,
     signature: Signature,
-    clock: crate::platform::Clock,
+    meter: super::Meter,
     path: PathBuf,
     /// The ONNX Runtime library loaded (`library::find_library`).
     library: PathBuf,
-    read_back: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -108,10 +107,9 @@ impl NativeRuntime {
         Ok(Self {
             session,
             signature,
-            clock: crate::platform::Clock::new(),
+            meter: super::Meter::new(),
             path: path.to_path_buf(),
             library,
-            read_back: 0,
         })
     }
 
@@ -248,7 +246,7 @@ impl NativeRuntime {
         } else {
             None
         };
-        self.read_back += (logits.as_ref().map_or(0, |l| l.byte_len())
+        self.meter.read_back += (logits.as_ref().map_or(0, |l| l.byte_len())
             + hidden.as_ref().map_or(0, |h| h.byte_len())) as u64;
         Ok(Fetched {
             logits,
@@ -373,12 +371,8 @@ impl Runtime for NativeRuntime {
         })
     }
 
-    fn bytes_read_back(&self) -> u64 {
-        self.read_back
-    }
-
-    fn now_ms(&self) -> f64 {
-        self.clock.ms()
+    fn meter(&self) -> &super::Meter {
+        &self.meter
     }
 
     fn describe(&self) -> String {

@@ -106,10 +106,9 @@ pub struct OwnRuntime {
     pack: bool,
     signature: Signature,
     slots: Slots,
-    read_back: u64,
+    meter: super::Meter,
     forwards: u64,
     label: String,
-    clock: crate::platform::Clock,
 }
 
 /// The most bytes of weights a build can hold: wasm32 addresses 4 GiB, and
@@ -204,10 +203,9 @@ impl OwnRuntime {
             pack: opts.pack,
             signature,
             slots,
-            read_back: 0,
+            meter: super::Meter::new(),
             forwards: 0,
             label: label.to_string(),
-            clock: crate::platform::Clock::new(),
         })
     }
 
@@ -316,7 +314,7 @@ impl OwnRuntime {
         } else {
             None
         };
-        self.read_back += (lg.as_ref().map_or(0, |l| l.byte_len())
+        self.meter.read_back += (lg.as_ref().map_or(0, |l| l.byte_len())
             + hidden.as_ref().map_or(0, |h| h.byte_len())) as u64;
         Ok(Fetched {
             logits: lg,

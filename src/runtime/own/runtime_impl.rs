@@ -179,12 +179,8 @@ impl Runtime for OwnRuntime {
         })
     }
 
-    fn bytes_read_back(&self) -> u64 {
-        self.read_back
-    }
-
-    fn now_ms(&self) -> f64 {
-        self.clock.ms()
+    fn meter(&self) -> &crate::runtime::Meter {
+        &self.meter
     }
 
     fn describe(&self) -> String {

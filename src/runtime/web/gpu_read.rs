@@ -107,7 +107,7 @@ impl WebRuntime {
             Ok(g) => g,
             Err(e) => return Err(self.kernel_failed(e).await),
         };
-        self.read_back += g.iter().map(|s| s.bytes_read_back as u64).sum::<u64>();
+        self.meter.read_back += g.iter().map(|s| s.bytes_read_back as u64).sum::<u64>();
         Ok(g)
     }
 
@@ -126,7 +126,7 @@ impl WebRuntime {
             Ok(r) => r,
             Err(e) => return Err(self.kernel_failed(e).await),
         };
-        self.read_back += bytes as u64;
+        self.meter.read_back += bytes as u64;
         Ok(lp)
     }
 

@@ -141,7 +141,7 @@ impl WebRuntime {
             }
             other => return Err(run_err(format!("{name} came back as {other}"))),
         };
-        self.read_back += logits.byte_len() as u64;
+        self.meter.read_back += logits.byte_len() as u64;
         Ok(logits)
     }
 

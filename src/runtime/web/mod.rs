@@ -76,10 +76,9 @@ pub struct WebRuntime {
     logits_rows: Option<usize>,
     logits_width: Option<usize>,
     adapter: String,
-    read_back: u64,
+    meter: super::Meter,
     /// Runtime-held tensors: every kept `present.*` not yet disposed.
     live: Rc<Cell<usize>>,
-    clock: crate::platform::Clock,
     /// A pre-allocated logits buffer, reused while the size is unchanged.
     logits_buf: Option<wgpu::Buffer>,
     /// What the session was created from: a refused run on WebGPU leaves
@@ -241,9 +240,8 @@ impl WebRuntime {
             logits_rows: fixed(1),
             logits_width: fixed(2),
             adapter,
-            read_back: 0,
+            meter: super::Meter::new(),
             live,
-            clock: crate::platform::Clock::new(),
             logits_buf: None,
             model,
             session_options: so,

@@ -251,12 +251,8 @@ impl Runtime for WebRuntime {
         }
     }
 
-    fn bytes_read_back(&self) -> u64 {
-        self.read_back
-    }
-
-    fn now_ms(&self) -> f64 {
-        self.clock.ms()
+    fn meter(&self) -> &crate::runtime::Meter {
+        &self.meter
     }
 
     fn describe(&self) -> String {
