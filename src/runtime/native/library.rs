@@ -18,36 +18,30 @@ struct Place {
     found: Option<PathBuf>,
 }
 
+/// The entries of `dir` whose file names `keep` accepts, sorted.
+fn entries(dir: &std::path::Path, keep: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| keep(&n.to_string_lossy())))
+        .collect();
+    found.sort();
+    found
+}
+
 /// An `onnxruntime` Python package's own library under `prefix` (a venv or
 /// a Python installation): `lib/python3.*/site-packages/onnxruntime/capi/`.
 fn python_package(prefix: &std::path::Path) -> Option<PathBuf> {
-    let lib = prefix.join("lib");
-    let mut pythons: Vec<_> = std::fs::read_dir(&lib)
-        .ok()?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("python3"))
-        })
-        .collect();
-    pythons.sort();
-    pythons.iter().find_map(|py| {
-        let capi = py.join("site-packages/onnxruntime/capi");
-        let mut libs: Vec<_> = std::fs::read_dir(&capi)
-            .ok()?
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name().is_some_and(|n| {
-                    let n = n.to_string_lossy();
-                    n.starts_with("libonnxruntime.so") && !n.contains("providers")
-                })
+    entries(&prefix.join("lib"), |n| n.starts_with("python3"))
+        .iter()
+        .find_map(|py| {
+            entries(&py.join("site-packages/onnxruntime/capi"), |n| {
+                n.starts_with("libonnxruntime.so") && !n.contains("providers")
             })
-            .collect();
-        libs.sort();
-        libs.pop()
-    })
+            .pop()
+        })
 }
 
 /// Where the library is looked for, in order, the same for the CLI and
