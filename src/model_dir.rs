@@ -174,6 +174,12 @@ impl ModelDir {
     /// a runtime opens any of them: ONNX Runtime follows a symlink out of the
     /// folder only to refuse it, and our runtime would read it.
     pub fn check_external(&self) -> Result<(), EngineError> {
+        self.checked_graph().map(drop)
+    }
+
+    /// The graph's bytes, once every external-data file it names is found
+    /// confined to the model's root (what a load reads anyway).
+    fn checked_graph(&self) -> Result<Vec<u8>, EngineError> {
         let bytes = std::fs::read(&self.graph).map_err(|e| file_err(&self.graph, e.to_string()))?;
         let dir = self.graph.parent().unwrap_or(Path::new("."));
         let names = Program::external_locations(&bytes).map_err(|e| match e {
@@ -186,7 +192,7 @@ impl ModelDir {
         for loc in &names {
             self.confined.check_name("external data", dir, loc)?;
         }
-        Ok(())
+        Ok(bytes)
     }
 
     pub async fn engine(&self, opts: &NativeOptions) -> Result<Engine<NativeRuntime>, EngineError> {
@@ -245,7 +251,10 @@ impl ModelDir {
         let assets = self.assets()?;
         let config = ModelConfig::parse(&assets.config_json)?;
         let dims = config.kv_dims();
-        self.check_external()?;
+        // Read once: confined, and whether it is int4 (what `Auto` decides on);
+        // the bytes go before a runtime loads the file itself.
+        let int4 = crate::onnx_pb::op_types(&self.checked_graph()?)
+            .is_ok_and(|ops| ops.iter().any(|o| o == "MatMulNBits"));
         let candidates: Vec<(CpuRuntime, String)> = match opts.runtime {
             RuntimeKind::Ort => {
                 vec![(CpuRuntime::OnnxRuntime, "ONNX Runtime was asked for".into())]
@@ -254,26 +263,23 @@ impl ModelDir {
                 CpuRuntime::Ours,
                 "readout's own runtime was asked for".into(),
             )],
-            RuntimeKind::Auto => {
-                let int4 = self.is_int4()?;
-                cpu_order(Some(int4))
-                    .into_iter()
-                    .map(|(r, _)| {
-                        let why = match (r, int4) {
-                            (CpuRuntime::Ours, _) => {
-                                "auto: an int4 graph runs on readout's own runtime"
-                            }
-                            (CpuRuntime::OnnxRuntime, true) => {
-                                "auto: ONNX Runtime runs what ours does not"
-                            }
-                            (CpuRuntime::OnnxRuntime, false) => {
-                                "auto: a float graph runs on ONNX Runtime"
-                            }
-                        };
-                        (r, why.to_string())
-                    })
-                    .collect()
-            }
+            RuntimeKind::Auto => cpu_order(Some(int4))
+                .into_iter()
+                .map(|(r, _)| {
+                    let why = match (r, int4) {
+                        (CpuRuntime::Ours, _) => {
+                            "auto: an int4 graph runs on readout's own runtime"
+                        }
+                        (CpuRuntime::OnnxRuntime, true) => {
+                            "auto: ONNX Runtime runs what ours does not"
+                        }
+                        (CpuRuntime::OnnxRuntime, false) => {
+                            "auto: a float graph runs on ONNX Runtime"
+                        }
+                    };
+                    (r, why.to_string())
+                })
+                .collect(),
         };
         let last = candidates.len().saturating_sub(1);
         let mut refused: Option<(String, EngineError)> = None;
@@ -324,15 +330,6 @@ impl ModelDir {
             backend: "auto",
             reason: "the choice gave no runtime to try".into(),
         }))
-    }
-
-    /// Whether the graph is int4 (MatMulNBits): what `RuntimeKind::Auto` decides on.
-    fn is_int4(&self) -> Result<bool, EngineError> {
-        let bytes = std::fs::read(&self.graph).map_err(|e| file_err(&self.graph, e.to_string()))?;
-        Ok(
-            crate::onnx_pb::op_types(&bytes)
-                .is_ok_and(|ops| ops.iter().any(|o| o == "MatMulNBits")),
-        )
     }
 }
 
