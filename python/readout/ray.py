@@ -12,6 +12,8 @@ The output folder holds what this module writes and nothing else:
                               gold, decision (the CLI's decision JSON); or .parquet
     errors/<block>.jsonl      one row per state refused: source, position, state,
                               code, field, limit, message
+    manifest.jsonl            one line per block scored, by every run on this folder:
+                              block, node (Ray's node id), pid, counts, seconds
 
 A block is a deterministic slice of one input: the lines that start inside
 a byte range of a JSONL file, or one row group of a Parquet file. Its name
@@ -24,7 +26,10 @@ scored (malformed JSON, a refused state) goes to the errors output with
 the engine's code, field and limit; the block goes on.
 
 Paths are local or on a filesystem every node mounts at the same path; the
-``readout`` package and the model folder must be present on every node.
+``readout`` package (with its ``onnxruntime`` dependency) and the model
+folder must be present on every node. Actors are spread over the nodes;
+when a node is lost its actors restart where CPUs are free, and the blocks
+it had in flight are scored again there (or by a rerun).
 """
 import glob
 import hashlib
@@ -37,7 +42,7 @@ import uuid
 from . import Engine, ReadoutError, _call, report
 from ._readout import check_options as _check_options
 
-__all__ = ["plan", "score", "read", "errors", "evaluate", "BLOCK_BYTES"]
+__all__ = ["plan", "score", "read", "errors", "evaluate", "manifest", "BLOCK_BYTES"]
 
 # A JSONL block's byte range: about a thousand short states, a few seconds
 # of work on one core, so a killed worker loses little and the pool stays fed.
@@ -45,6 +50,7 @@ BLOCK_BYTES = 1 << 20
 _PLAN = "plan.json"
 _DECISIONS = "decisions"
 _ERRORS = "errors"
+_MANIFEST = "manifest.jsonl"
 _FORMATS = ("jsonl", "parquet")
 _READOUT = ("mode", "calibration", "cloze_score", "debias", "prompt")
 
@@ -234,6 +240,7 @@ class _BlockScorer:
 
         cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 1)
         self.threads = max(1, int(cpus))
+        self.node = ray.get_runtime_context().get_node_id()
         t = time.perf_counter()
         self.engine = Engine(model, runtime=runtime, threads=self.threads)
         self.load_seconds = time.perf_counter() - t
@@ -247,7 +254,7 @@ class _BlockScorer:
 
     def block(self, block):
         done = _name(self.output, _DECISIONS, block, self.fmt)
-        summary = {"block": block["name"], "pid": os.getpid(), "threads": self.threads}
+        summary = {"block": block["name"], "node": self.node, "pid": os.getpid(), "threads": self.threads}
         if os.path.exists(done):
             # A retry of a block whose files were written before its
             # result reached the driver.
@@ -319,7 +326,8 @@ def _progress(total, done_before):
         count[0] += 1
         rate = ""
         if not s.get("skipped"):
-            rate = f" {s['states']} states, {s['errors']} refused, {s['seconds']:.1f}s on pid {s['pid']}"
+            rate = (f" {s['states']} states, {s['errors']} refused, {s['seconds']:.1f}s on pid {s['pid']}"
+                    f" (node {s['node'][:8]})")
         print(f"readout.ray: {count[0]}/{total} blocks ({time.perf_counter() - start:.0f}s){rate}",
               file=sys.stderr, flush=True)
 
@@ -362,7 +370,7 @@ def score(inputs, output, model, *, runtime="auto", actors=None, cpus_per_actor=
     todo = [b for b in blocks if not os.path.exists(_name(output, _DECISIONS, b, format))]
     summary = {"blocks": len(blocks), "done_before": len(blocks) - len(todo), "scored": 0, "states": 0,
                "decisions": 0, "errors": 0, "skipped_retries": 0, "actors": 0, "load_seconds": [],
-               "seconds": 0.0}
+               "nodes": {}, "seconds": 0.0}
     t = time.perf_counter()
     if todo:
         if not ray.is_initialized():
@@ -373,24 +381,58 @@ def score(inputs, output, model, *, runtime="auto", actors=None, cpus_per_actor=
         summary["actors"] = actors
         show = progress or _progress(len(blocks), summary["done_before"])
         ds = ray.data.from_items([{"block": json.dumps(b)} for b in todo], override_num_blocks=len(todo))
+        # SPREAD: one engine a node before two on one, so every node's
+        # cores and memory bandwidth work; a lost node's actors restart
+        # wherever CPUs are free (Ray Data's pool restarts them).
         ds = ds.map_batches(_BlockScorer, batch_size=1, compute=ray.data.ActorPoolStrategy(size=actors),
-                            num_cpus=cpus_per_actor,
+                            num_cpus=cpus_per_actor, scheduling_strategy="SPREAD",
                             fn_constructor_kwargs={"model": model, "runtime": runtime, "options": options,
                                                    "output": output, "fmt": format})
-        for row in ds.iter_rows():
-            s = json.loads(row["summary"])
-            show(s)
-            if s["skipped"]:
-                summary["skipped_retries"] += 1
-                continue
-            summary["scored"] += 1
-            for k in ("states", "decisions", "errors"):
-                summary[k] += s[k]
-            if s["load_seconds"]:
-                summary["load_seconds"].append(s["load_seconds"])
+        # The driver is the manifest's one writer: a line a block, flushed
+        # as it ends, so a killed job's manifest names what it had done.
+        with open(os.path.join(output, _MANIFEST), "a", encoding="utf-8") as manifest:
+            for row in ds.iter_rows():
+                s = json.loads(row["summary"])
+                if not s["skipped"]:
+                    manifest.write(json.dumps({k: s[k] for k in _MANIFEST_FIELDS}) + "\n")
+                    manifest.flush()
+                show(s)
+                _count(summary, s)
     summary["seconds"] = time.perf_counter() - t
     _sweep(output)
     return summary
+
+
+_MANIFEST_FIELDS = ("block", "node", "pid", "threads", "states", "decisions", "errors", "seconds")
+
+
+def _count(summary, s):
+    if s["skipped"]:
+        summary["skipped_retries"] += 1
+        return
+    summary["scored"] += 1
+    summary["nodes"][s["node"]] = summary["nodes"].get(s["node"], 0) + 1
+    for k in ("states", "decisions", "errors"):
+        summary[k] += s[k]
+    if s["load_seconds"]:
+        summary["load_seconds"].append(s["load_seconds"])
+
+
+def manifest(output):
+    """The manifest's lines: which node and process scored each block, in
+    the order blocks ended, over every run on ``output``. A last line cut
+    by a killed driver is left out."""
+    path = os.path.join(os.fspath(output), _MANIFEST)
+    if not os.path.exists(path):
+        return []
+    rows = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                break
+    return rows
 
 
 def _sweep(output):

@@ -13,7 +13,7 @@ def score(
     output: _Path,
     model: _Path,
     *,
-    runtime: Literal["ort", "own"] = ...,
+    runtime: Literal["auto", "ort", "own"] = ...,
     actors: Optional[int] = ...,
     cpus_per_actor: float = ...,
     block_bytes: int = ...,
@@ -28,3 +28,4 @@ def score(
 def read(output: _Path, complete: bool = ...) -> list[dict[str, Any]]: ...
 def errors(output: _Path) -> list[dict[str, Any]]: ...
 def evaluate(output: _Path) -> dict[str, Any]: ...
+def manifest(output: _Path) -> list[dict[str, Any]]: ...

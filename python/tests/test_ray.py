@@ -1,8 +1,11 @@
-"""readout.ray on a local Ray cluster this test starts (2 CPUs, localhost):
-the distributed decisions equal one process's bit for bit, a worker killed
-mid-run loses no row and duplicates none, a rerun after a killed job
-writes only what was missing, and the metrics over the output are the
-CLI's `evaluate` numbers.
+"""readout.ray on Ray clusters this test starts on localhost, each of
+several nodes (Ray's own `cluster_utils.Cluster`: a head and worker nodes,
+each with its own raylet and resources): blocks are scored on every worker
+node (the manifest's node ids), the distributed decisions equal one
+process's bit for bit, a worker killed mid-run loses no row and duplicates
+none, a node removed while blocks are in flight loses none either, a rerun
+after a killed job writes only what was missing, and the metrics over the
+output are the CLI's `evaluate` numbers.
 
 Run by `bash scripts/test.sh python`."""
 import collections
@@ -22,6 +25,7 @@ import pyarrow.parquet as pq
 os.environ.setdefault("RAY_DATA_LOG_LEVEL", "WARNING")
 import ray  # noqa: E402
 import ray.data  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
 
 import readout.ray  # noqa: E402
 from readout import Engine, ReadoutError  # noqa: E402
@@ -57,11 +61,28 @@ def single_process(states):
     return rows
 
 
-class OnRay(unittest.TestCase):
+def start_cluster(*cpus):
+    """A head with no CPU (the driver's node: nothing is scored there) and
+    one worker node per entry of ``cpus``, with that many CPUs; the
+    driver connected to it. Returns (cluster, worker nodes)."""
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+    nodes = [cluster.add_node(num_cpus=n) for n in cpus]
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False, logging_level=logging.WARNING)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    return cluster, nodes
+
+
+def node_ids(nodes):
+    return {n.node_id for n in nodes}
+
+
+class Corpus:
+    """The authored states five times over, with three bad rows, as JSONL
+    in a temporary folder, and one process's decisions on them."""
+
     @classmethod
-    def setUpClass(cls):
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-        ray.data.DataContext.get_current().enable_progress_bars = False
+    def make_corpus(cls):
         cls.tmp = tempfile.TemporaryDirectory()
         # The authored states five times over (ids made distinct), with
         # three rows no engine can score among them.
@@ -86,6 +107,7 @@ class OnRay(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         ray.shutdown()
+        cls.cluster.shutdown()
         cls.tmp.cleanup()
 
     def out(self, name):
@@ -103,6 +125,21 @@ class OnRay(unittest.TestCase):
         self.assertEqual(timeless(rows), timeless(self.reference))
         return rows
 
+    def assert_manifest(self, out, summary):
+        """The manifest names each block scored once, with the node that
+        scored it, and agrees with the run's summary."""
+        lines = readout.ray.manifest(out)
+        self.assertEqual(len(lines), len({m["block"] for m in lines}), "a block in the manifest twice")
+        self.assertEqual(collections.Counter(m["node"] for m in lines), collections.Counter(summary["nodes"]))
+        return lines
+
+
+class OnTwoNodes(Corpus, unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster, cls.nodes = start_cluster(1, 1)
+        cls.make_corpus()
+
     def test_decisions_equal_one_process_bit_for_bit_and_refusals_go_to_errors(self):
         out = self.out("plain")
         s = self.run_job(out)
@@ -110,6 +147,12 @@ class OnRay(unittest.TestCase):
         self.assertEqual(s["scored"], s["blocks"])
         self.assertEqual(s["states"], len(self.states) + 2)  # two of the bad rows parse as JSON
         self.assert_complete(out)
+        # Both worker nodes scored blocks (the actors spread); the head,
+        # with no CPU, none.
+        lines = self.assert_manifest(out, s)
+        self.assertEqual({m["node"] for m in lines}, node_ids(self.nodes))
+        self.assertEqual(sorted(m["block"] for m in lines), sorted(b["name"] for b in readout.ray.plan(
+            self.jsonl, 6000)))
         errs = readout.ray.errors(out)
         self.assertEqual(len(errs), 3)
         self.assertEqual([e["code"] for e in errs], ["invalid_input", "unknown_field", "empty_evidence"])
@@ -227,6 +270,44 @@ class OnRay(unittest.TestCase):
             readout.ray.evaluate(out)
         self.assertEqual(e.exception.code, "incomplete")
         self.assertLess(len(readout.ray.read(out, complete=False)), len(self.reference))
+
+
+class OnALostNode(Corpus, unittest.TestCase):
+    """Two worker nodes, one with a CPU to spare: the other is removed
+    (its raylet and every process on it killed) while its actor has
+    blocks in flight."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.cluster, cls.nodes = start_cluster(2, 1)
+        cls.make_corpus()
+
+    def test_a_node_removed_mid_run_loses_no_row_and_duplicates_none(self):
+        out = self.out("lost-node")
+        doomed = self.nodes[1]
+        seen, removed = [], []
+
+        def remove_doomed(summary):
+            seen.append(summary)
+            if not removed and summary["node"] == doomed.node_id:
+                self.cluster.remove_node(doomed, allow_graceful=False)
+                removed.append(len(seen))
+
+        s = self.run_job(out, block_bytes=3000, progress=remove_doomed)
+        self.assertTrue(removed, "the doomed node scored no block")
+        self.assert_complete(out)
+        self.assertEqual(glob_tmp(out), [])
+        lines = self.assert_manifest(out, s)
+        self.assertEqual(len(lines), s["blocks"])
+        # After the removal, blocks went on ending on the node left (a
+        # result the lost node had sent before it died may still arrive),
+        # the last of them there.
+        after = [m["node"] for m in lines[removed[0]:]]
+        left = self.nodes[0].node_id
+        self.assertGreater(after.count(left), after.count(doomed.node_id), after)
+        self.assertEqual(after[-1], left)
+        # The lost node's actor was restarted there and loaded the model.
+        self.assertEqual(len(s["load_seconds"]), 3)
 
 
 def glob_tmp(out):
