@@ -89,6 +89,20 @@ build() {
   wasm-bindgen --target web --out-dir "$tmp" --out-name readout "$wasm"
   rm -f "$tmp/opt.wasm"
   if [ "$profile" = release ] && [ "$kind" = threads ]; then
+    # npm's wasm-opt is one thread for 1.5-2 minutes: it runs beside the
+    # next build, and the script waits for it at the end.
+    finish "$out" "$tmp" "$kind" &
+    pending+=($!)
+  else
+    finish "$out" "$tmp" "$kind"
+  fi
+}
+
+# finish OUT TMP KIND: the threaded build's wasm-opt, the package's files,
+# and TMP moved to OUT.
+finish() {
+  local out=$1 tmp=$2 kind=$3
+  if [ "$profile" = release ] && [ "$kind" = threads ]; then
     # binaryen from npm (132): Debian's 108 predates relaxed SIMD's final
     # encoding and writes a module that does not validate (it reads
     # i32x4.relaxed_dot_i8x16_i7x16_add_s as a two-operand instruction of
@@ -126,8 +140,14 @@ build() {
   log "$out/readout_bg.wasm: $raw bytes raw, $gz gzipped"
 }
 
-# The single-thread build replaces OUT whole, so the threaded one follows it.
+# A single-thread build replaces its OUT whole, so a threaded one (into
+# OUT/threads) follows it; the two threaded builds' wasm-opt runs go on
+# beside each other and the other builds.
+pending=()
 build pkg "" single
-build pkg "" threads
 build pkg-diagnostics diagnostics single
+build pkg "" threads
 build pkg-diagnostics diagnostics threads
+failed=0
+for pid in "${pending[@]}"; do wait "$pid" || failed=1; done
+[ $failed = 0 ] || { log "a threaded build's wasm-opt or packaging failed (above)"; exit 1; }

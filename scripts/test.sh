@@ -23,9 +23,11 @@
 # Steps a part needs run once per invocation, and show in the timing table
 # under their own names: setup (scripts/setup.sh), models (the tiny models,
 # their variants, models.json), fixtures (the browser tests' broken models).
-# With several browser parts asked for, Chromium runs beside Deno then Firefox.
-# At the end a table gives each step's seconds and the total; the same table
-# is written as JSON to target/test-times.json.
+# With several browser parts asked for, Chromium runs beside Deno then Firefox
+# (then the Chromium files in CHROMIUM_LATE, so the two lanes end together).
+# At the end a table gives each step's minutes, the share of the cores busy
+# during it, and the total; the same table is written as JSON to
+# target/test-times.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,7 +66,18 @@ t_begin=$(date +%s)
 names=()
 secs=()
 results=()
-record() { names+=("$1"); secs+=("$2"); results+=("$3"); }
+cpus=()
+# record NAME SECONDS RESULT [CPU]: CPU is the share of the machine's
+# cores busy during the step (from /proc/stat; 1 = every core all along),
+# the profile that says whether running steps side by side could help.
+record() { names+=("$1"); secs+=("$2"); results+=("$3"); cpus+=("${4:-}"); }
+# "busy total" clock ticks of all cores since boot.
+cpu_ticks() { awk '/^cpu /{t=0; for (i=2; i<=NF; i++) t+=$i; print t-$5-$6, t; exit}' /proc/stat 2>/dev/null || echo "0 0"; }
+# cpu_share "BUSY0 TOTAL0": the busy share since that reading, 2 decimals.
+cpu_share() {
+  local b0 t0 b1 t1; read -r b0 t0 <<< "$1"; read -r b1 t1 < <(cpu_ticks)
+  awk -v b=$((b1 - b0)) -v t=$((t1 - t0)) 'BEGIN{ if (t > 0) printf "%.2f", b/t; }'
+}
 
 # The timing table, printed and written as JSON, however the run ends.
 report() {
@@ -72,10 +85,10 @@ report() {
   local total=$(( $(date +%s) - t_begin ))
   local verdict; verdict=$([ $rc = 0 ] && echo passed || echo "failed (exit $rc)")
   {
-    printf '\n[test] %-10s %8s  %s\n' step minutes result
+    printf '\n[test] %-10s %8s %5s  %s\n' step minutes cpu result
     for i in "${!names[@]}"; do
-      printf '[test] %-10s %8s  %s\n' "${names[$i]}" "$(awk -v s="${secs[$i]}" 'BEGIN{printf "%.1f", s/60}')" "${results[$i]}"
-      rows+=("${names[$i]}" "${secs[$i]}" "${results[$i]}")
+      printf '[test] %-10s %8s %5s  %s\n' "${names[$i]}" "$(awk -v s="${secs[$i]}" 'BEGIN{printf "%.1f", s/60}')" "${cpus[$i]}" "${results[$i]}"
+      rows+=("${names[$i]}" "${secs[$i]}" "${results[$i]}" "${cpus[$i]}")
     done
     printf '[test] %-10s %8s  %s\n' total "$(awk -v s="$total" 'BEGIN{printf "%.1f", s/60}')" "$verdict"
   } >&2
@@ -86,7 +99,9 @@ report() {
     const built = Object.values(cache).filter((v) => v === "built").length;
     const caches = built === 0 ? "warm" : built === Object.keys(cache).length ? "cold" : "partial";
     const steps = [];
-    for (let i = 0; i < rows.length; i += 3) steps.push({ name: rows[i], seconds: Number(rows[i + 1]), result: rows[i + 2] });
+    for (let i = 0; i < rows.length; i += 4) {
+      steps.push({ name: rows[i], seconds: Number(rows[i + 1]), result: rows[i + 2], ...(rows[i + 3] ? { cpu: Number(rows[i + 3]) } : {}) });
+    }
     // The results header (bench/runners/result_file.mjs), so the record
     // can be kept under bench/results/test-suite/ as it is.
     const lib = require("url").pathToFileURL(require("path").resolve("bench/runners/result_file.mjs"));
@@ -107,17 +122,17 @@ trap report EXIT
 # stop it and only its last command's status would count. For the same
 # reason step itself is never called as a condition.
 step() {
-  local name=$1 rc t0; shift
-  t0=$(date +%s)
+  local name=$1 rc t0 c0; shift
+  t0=$(date +%s) c0=$(cpu_ticks)
   echo "[test] $name" >&2
   set +e
   (set -e; "$@")
   rc=$?
   set -e
   if [ $rc = 0 ]; then
-    record "$name" $(( $(date +%s) - t0 )) ok
+    record "$name" $(( $(date +%s) - t0 )) ok "$(cpu_share "$c0")"
   else
-    record "$name" $(( $(date +%s) - t0 )) "failed (exit $rc)"
+    record "$name" $(( $(date +%s) - t0 )) "failed (exit $rc)" "$(cpu_share "$c0")"
     return $rc
   fi
 }
@@ -216,9 +231,15 @@ node_step() {
 
 # The browser tests, one node --test run per browser.
 chromium_files() { ls tests/browser/*.test.mjs | grep -v '/deno\.test\.mjs$'; }
+# In two lanes these Chromium files run in the second, after Deno and
+# Firefox, so that the lanes end together (at 9a93c30 the Chromium lane
+# took 21.6 min, Deno then Firefox 15.6, and gpu_check 2.6 of Chromium's).
+CHROMIUM_LATE=(tests/browser/gpu_check.test.mjs)
+# chromium_step [FILE...]: the files given, or every Chromium file.
 chromium_step() {
-  # shellcheck disable=SC2046 # one word per file
-  node --test --test-concurrency=1 $(chromium_files)
+  local files=("$@")
+  [ ${#files[@]} -gt 0 ] || mapfile -t files < <(chromium_files)
+  node --test --test-concurrency=1 "${files[@]}"
 }
 deno_step() {
   node --test --test-concurrency=1 tests/browser/deno.test.mjs
@@ -253,19 +274,20 @@ if wants firefox; then
   need_models
 fi
 # The browser parts asked for. Two or more run in two lanes side by side:
-# Chromium in one, Deno then Firefox in the other. Each is mostly one busy
-# thread (SwiftShader, lavapipe) waiting on the other's, so the lanes take
-# little more than the longer. Each part's lines carry its name; every
-# part is waited for, and any one's failure fails the run.
+# Chromium in one, Deno then Firefox (then CHROMIUM_LATE) in the other. Each
+# lane keeps about one core busy (SwiftShader, lavapipe), so the two fill
+# both cores (0.99-1.00 busy at 1bccc48). Each part's lines carry its name;
+# every part is waited for, and any one's failure fails the run.
 browser=()
 for p in chromium deno firefox; do if wants "$p"; then browser+=("$p"); fi; done
-# run_part NAME: one part, its lines prefixed, "seconds exit" in target/.NAME.time.
+# run_part NAME TAG [ARG...]: NAME's step with ARGs, its lines prefixed with
+# NAME, "seconds exit cpu" in target/.TAG.time.
 run_part() {
-  local p=$1 t0 rc=0
-  t0=$(date +%s)
+  local p=$1 tag=$2 t0 c0 rc=0; shift 2
+  t0=$(date +%s) c0=$(cpu_ticks)
   # (Each step is one command, so `|| rc=$?` loses no failure inside it.)
-  ( set -o pipefail; "${p}_step" 2>&1 | sed -u "s/^/[$p] /" ) || rc=$?
-  echo "$(( $(date +%s) - t0 )) $rc" > "target/.$p.time"
+  ( set -o pipefail; "${p}_step" "$@" 2>&1 | sed -u "s/^/[$p] /" ) || rc=$?
+  echo "$(( $(date +%s) - t0 )) $rc $(cpu_share "$c0")" > "target/.$tag.time"
   return $rc
 }
 if [ ${#browser[@]} -gt 1 ]; then
@@ -274,17 +296,40 @@ if [ ${#browser[@]} -gt 1 ]; then
     if [ "$p" = chromium ]; then lane_a+=("$p"); else lane_b+=("$p"); fi
   done
   if [ ${#lane_a[@]} -eq 0 ]; then lane_a=("${lane_b[0]}"); lane_b=("${lane_b[@]:1}"); fi
-  echo "[test] ${lane_a[*]} beside ${lane_b[*]}" >&2
-  ( rc=0; for p in "${lane_a[@]}"; do run_part "$p" || rc=1; done; exit $rc ) &
+  early=() late=()
+  if wants chromium; then
+    mapfile -t early < <(chromium_files | grep -vxF -f <(printf '%s\n' "${CHROMIUM_LATE[@]}"))
+    late=("${CHROMIUM_LATE[@]}")
+  fi
+  then_late=""; [ ${#late[@]} -gt 0 ] && then_late=" then chromium ${late[*]}"
+  echo "[test] ${lane_a[*]} beside ${lane_b[*]}$then_late" >&2
+  # lane PART...: each part in turn (Chromium here without its late files).
+  lane() {
+    local rc=0 p
+    for p in "$@"; do
+      if [ "$p" = chromium ]; then run_part chromium chromium "${early[@]}" || rc=1
+      else run_part "$p" "$p" || rc=1; fi
+    done
+    return $rc
+  }
+  ( lane "${lane_a[@]}" ) &
   pid_a=$!
-  ( rc=0; for p in "${lane_b[@]}"; do run_part "$p" || rc=1; done; exit $rc ) &
+  ( rc=0; lane "${lane_b[@]}" || rc=1
+    if [ ${#late[@]} -gt 0 ]; then run_part chromium chromium-late "${late[@]}" || rc=1; fi
+    exit $rc ) &
   pid_b=$!
   rc_a=0; wait $pid_a || rc_a=$?
   rc_b=0; wait $pid_b || rc_b=$?
   for p in "${browser[@]}"; do
-    s=0 r="never ran"
-    [ -f "target/.$p.time" ] && read -r s r < "target/.$p.time"
-    record "$p" "$s" "$([ "$r" = 0 ] && echo ok || echo "failed (exit $r)")"
+    s=0 r="never ran" c=""
+    [ -f "target/.$p.time" ] && read -r s r c < "target/.$p.time"
+    if [ "$p" = chromium ] && [ -f target/.chromium-late.time ]; then
+      # Chromium's seconds are both its runs'; its share, the first's.
+      read -r s2 r2 _ < target/.chromium-late.time
+      s=$((s + s2)); [ "$r" = 0 ] && r=$r2
+      rm -f target/.chromium-late.time
+    fi
+    record "$p" "$s" "$([ "$r" = 0 ] && echo ok || echo "failed (exit $r)")" "$c"
     rm -f "target/.$p.time"
   done
   [ $rc_a = 0 ] && [ $rc_b = 0 ]
