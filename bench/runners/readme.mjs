@@ -278,6 +278,38 @@ if (restores.length) {
   }
 }
 const suites = by("test-suite");
+/** The newest run of each case the file names mark (cold after the main
+ * job, cold alone, warm), step by step in minutes, with the cores' busy
+ * share where the run recorded it; a case never run says so. */
+function suiteCases(files) {
+  const cases = [
+    ["test-suite-cold-after-main", "cold, after the main job", 35],
+    ["test-suite-cold-alone", "cold, after set-up only", 45],
+    ["test-suite-warm", "warm", 25],
+  ];
+  // Newest by the time the run finished (several runs share a date).
+  const read = files.map((f) => ({ f, r: JSON.parse(readFileSync(f, "utf8")) }));
+  const when = (x) => x.r.finished ?? x.r.date ?? "";
+  const runs = cases.map(([tag, label, goal]) => {
+    const of = read.filter((x) => basename(x.f).includes(tag)).sort((a, b) => when(a).localeCompare(when(b)));
+    return { label, goal, ...of.at(-1) };
+  });
+  const have = runs.filter((x) => x.r);
+  const names = [...new Set(have.flatMap((x) => x.r.steps.map((s) => s.name)))];
+  const min = (s) => (s / 60).toFixed(1);
+  let t = `| step | ${have.map((x) => `${x.label} (\`${x.r.commit.slice(0, 7)}\`, ${x.r.date})`).join(" | ")} |\n|---|${"---|".repeat(have.length)}\n`;
+  for (const n of names) {
+    t += `| ${n} | ${have.map((x) => {
+      const s = x.r.steps.find((y) => y.name === n);
+      return s ? `${min(s.seconds)}${s.cpu !== undefined ? ` (cpu ${s.cpu.toFixed(2)})` : ""}` : "–";
+    }).join(" | ")} |\n`;
+  }
+  t += `| **total** | ${have.map((x) => `**${min(x.r.total_s)}** of ≤ ${x.goal}${x.r.passed ? "" : ", failed"}`).join(" | ")} |\n`;
+  t += `| file | ${have.map((x) => `\`${basename(x.f)}\``).join(" | ")} |\n`;
+  const missing = runs.filter((x) => !x.r).map((x) => `${x.label} (≤ ${x.goal} min)`);
+  if (missing.length) t += `\nNot measured yet: ${missing.join("; ")}.\n`;
+  return t;
+}
 if (suites.length) {
   out += "## The test command on a clean clone\n\n";
   out += "`git clone`, then `CI=true bash .ci/run`, timed by `scripts/test.sh` itself (seconds per step; chromium and deno run side by side, so the total is less than the sum).\n\n";
@@ -300,34 +332,34 @@ for (const k of kinds) {
 }
 out += `\n${kinds.map((k) => `### \`${k}\`\n\n${files.filter((f) => f.startsWith(`${k}/`)).map((f) => `- \`${basename(f)}\``).join("\n")}\n`).join("\n")}`;
 const target = join(bench, "README.md");
-// The front README's comparison: the newest engines result, between markers.
-const front = join(bench, "..", "README.md");
-const frontHave = readFileSync(front, "utf8");
-const [BEGIN, END] = ["<!-- engines table: node bench/runners/readme.mjs -->", "<!-- end of engines table -->"];
-let frontOut = frontHave;
-if (engines.length && frontHave.includes(BEGIN) && frontHave.includes(END)) {
-  frontOut = frontHave.slice(0, frontHave.indexOf(BEGIN) + BEGIN.length) + "\n" + enginesSummary(engines.at(-1)) + frontHave.slice(frontHave.indexOf(END));
-}
-// docs/bulk.md's throughput: every bulk result, between markers.
-const bulkDoc = join(bench, "..", "docs", "bulk.md");
-const bulkHave = readFileSync(bulkDoc, "utf8");
-const [BB, BE] = ["<!-- bulk table: node bench/runners/readme.mjs -->", "<!-- end of bulk table -->"];
-let bulkOut = bulkHave;
-if (bulkHave.includes(BB) && bulkHave.includes(BE)) {
-  bulkOut = bulkHave.slice(0, bulkHave.indexOf(BB) + BB.length) + "\n" + bulk.map(bulkTable).join("\n") + bulkHave.slice(bulkHave.indexOf(BE));
-}
+// Generated tables inside hand-written documents, each between two markers:
+// [path, begin marker, end marker, body]. A document without its markers is
+// left as it is.
+const inserts = [];
+const insert = (path, name, body) => {
+  const [B, E] = [`<!-- ${name}: node bench/runners/readme.mjs -->`, `<!-- end of ${name} -->`];
+  const have = readFileSync(path, "utf8");
+  const ok = have.includes(B) && have.includes(E);
+  inserts.push({ path, have, out: ok ? have.slice(0, have.indexOf(B) + B.length) + "\n" + body + have.slice(have.indexOf(E)) : have });
+};
+// The front README's comparison: the newest engines result.
+if (engines.length) insert(join(bench, "..", "README.md"), "engines table", enginesSummary(engines.at(-1)));
+// docs/bulk.md's throughput: every bulk result.
+insert(join(bench, "..", "docs", "bulk.md"), "bulk table", bulk.map(bulkTable).join("\n"));
+// CONTRIBUTING's three cases of the test command: the newest run of each.
+insert(join(bench, "..", "CONTRIBUTING.md"), "test-suite table", suiteCases(suites));
 if (process.argv.includes("--check")) {
   let have = "";
   try {
     have = readFileSync(target, "utf8");
   } catch {}
-  if (have !== out || frontHave !== frontOut || bulkHave !== bulkOut) {
-    console.error("bench/README.md, README.md's engines table or docs/bulk.md's table is stale: run node bench/runners/readme.mjs and commit it");
+  const stale = [...(have !== out ? [target] : []), ...inserts.filter((x) => x.have !== x.out).map((x) => x.path)];
+  if (stale.length) {
+    console.error(`stale: ${stale.join(", ")}; run node bench/runners/readme.mjs and commit them`);
     process.exit(1);
   }
   process.exit(0);
 }
 writeFileSync(target, out);
-if (frontOut !== frontHave) writeFileSync(front, frontOut);
-if (bulkOut !== bulkHave) writeFileSync(bulkDoc, bulkOut);
+for (const x of inserts) if (x.out !== x.have) writeFileSync(x.path, x.out);
 console.error(`bench/runners/readme.mjs: wrote bench/README.md (${by("decisions").length} decision tables, ${page.length} page results, ${own.length + pack.length + threads.length} runtime tables, ${other.length} other files)`);
