@@ -20,7 +20,7 @@ export async function start({ webgpu = true } = {}) {
 
 /**
  * A page with `window.readout` (the diagnostics build) loaded through the
- * import map; `build: "threads"` loads its threaded build; `isolated: false`
+ * import map; `build: "threads"` or `"relaxed"` loads that build; `isolated: false`
  * serves the page without COOP/COEP; `workers: false` serves it isolated
  * with a Content-Security-Policy that forbids Web Workers.
  */
@@ -28,7 +28,7 @@ export async function harness(ctx, log = [], { build = "single", isolated = true
   const page = await ctx.browser.newPage();
   page.on("console", (m) => log.push(m.text()));
   page.on("pageerror", (e) => log.push(`pageerror: ${e.message}`));
-  const query = build === "threads" ? "?build=threads" : "";
+  const query = build === "single" ? "" : `?build=${build}`;
   const prefix = !isolated ? "/plain" : !workers ? "/noworkers" : "";
   await page.goto(`${ctx.base}${prefix}/harness/page.html${query}`);
   await page.waitForFunction(() => window.harnessReady, null, { timeout: 120_000 });

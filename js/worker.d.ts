@@ -30,8 +30,8 @@ export type {
 } from "./readout.js";
 
 export interface WorkerLoadOptions extends LoadOptions {
-  /** Which build runs in the worker: "auto" (default; the threaded build where `readout/select` says it can run), "single" or "threads". */
-  build?: "auto" | "single" | "threads";
+  /** Which build runs in the worker: "auto" (default; `readout/select`'s `bestBuild()`: threads, else relaxed, else single), "single", "relaxed" or "threads". */
+  build?: "auto" | "single" | "relaxed" | "threads";
 }
 
 export class Engine {
@@ -39,7 +39,7 @@ export class Engine {
   /** Starts a worker and loads the model in it. Relative URLs are resolved against the page. */
   static load(source: string, options?: WorkerLoadOptions): Promise<Engine>;
   /** The build running in the worker. */
-  readonly build: "single" | "threads";
+  readonly build: "single" | "relaxed" | "threads";
   /** False once the worker has ended (disposed, terminated, or died). */
   readonly alive: boolean;
   prefill(state: StateInput, options?: PrefillOptions): Promise<State>;

@@ -107,14 +107,15 @@ export class Engine {
   constructor(channel, { handle, build }) {
     this.channel = channel;
     this.handle = handle;
-    /** Which of the package's builds runs in the worker: "single" or "threads". */
+    /** Which of the package's builds runs in the worker: "single", "relaxed" or "threads". */
     this.build = build;
   }
 
   /**
    * Starts a worker and loads `source` in it. Options are `readout`'s, plus
-   * `build`: "auto" (default: the threaded build where `readout/select`
-   * says the page can run it), "single" or "threads".
+   * `build`: "auto" (default: `readout/select`'s `bestBuild()`, the threaded
+   * build where the page can run it, else the relaxed one, else the single),
+   * "single", "relaxed" or "threads".
    */
   static async load(source, options = {}) {
     const { onProgress, build = "auto", ...rest } = options ?? {};

@@ -4,7 +4,7 @@
 // answers the page's calls in the order they came. It converts; it decides
 // nothing: the build is the page's choice (or `select.js`'s answer, the
 // same one a page without a worker would get), the rest is the engine's.
-import { threadedBuild } from "./select.js";
+import { bestBuild } from "./select.js";
 
 /** Objects the page holds by handle: the Engine, its Prefixes and States. */
 const objects = new Map();
@@ -31,15 +31,25 @@ function errorData(e) {
   return out;
 }
 
+// Each build by a literal import, so that a bundler finds and ships all three.
+const BUILDS = {
+  single: () => import("./readout.js"),
+  relaxed: () => import("./relaxed/readout.js"),
+  threads: () => import("./threads/readout.js"),
+};
+
 async function load({ source, options, build, progress }, id) {
-  const threads = build === "threads" || (build === "auto" && threadedBuild().usable);
-  pkg = threads ? await import("./threads/readout.js") : await import("./readout.js");
+  const chosen = build === "auto" ? bestBuild().build : build;
+  if (!Object.hasOwn(BUILDS, chosen)) {
+    throw Object.assign(new Error(`build ${JSON.stringify(build)}: not one of "auto", "single", "relaxed", "threads"`), { code: "invalid_input", field: "build" });
+  }
+  pkg = await BUILDS[chosen]();
   await pkg.default();
   const opts = { ...options };
   // A callback cannot cross; the page asked for progress, so it is posted.
   if (progress) opts.onProgress = (p) => postMessage({ id, progress: p });
   const engine = await pkg.Engine.load(source, opts);
-  return { ...describe(engine), build: threads ? "threads" : "single" };
+  return { ...describe(engine), build: chosen };
 }
 
 async function call({ handle, method, args }) {

@@ -8,7 +8,9 @@
 # page and the browser tests load that build (its extra entry points are
 # not the product's API). Each gets a threads/ beside it: the threaded
 # build (wasm atomics and shared memory, nightly with -Z build-std), which
-# only a cross-origin isolated page can instantiate.
+# only a cross-origin isolated page can instantiate; and a relaxed/: the
+# single-thread build with relaxed SIMD's dot product (the `relaxed-simd`
+# feature), for browsers that validate relaxed SIMD on any page.
 #   scripts/build_pkg.sh [--dev]   --dev: debug builds (faster to compile)
 # The tools come from scripts/setup.sh (main.sh and test.sh run it first);
 # this script checks for them and says what is missing rather than install.
@@ -53,10 +55,14 @@ if [ "$js_version" != "$crate_version" ]; then
   exit 1
 fi
 
-# build OUT FEATURES single|threads: one wasm build into OUT (threads: into OUT/threads).
+# build OUT FEATURES single|threads|relaxed: one wasm build into OUT
+# (threads and relaxed: into OUT/threads, OUT/relaxed).
 build() {
   local out=$1 features=$2 kind=$3
   local flags=()
+  # The relaxed build is a feature of the crate, not RUSTFLAGS: the
+  # dependencies are the single build's, so only the crate compiles again.
+  [ "$kind" = relaxed ] && features="${features:+$features,}relaxed-simd"
   [ "$profile" = release ] && flags+=(--release)
   [ -n "$features" ] && flags+=(--features "$features")
   local dir=target cargo=(cargo)
@@ -66,6 +72,8 @@ build() {
     cargo=(cargo "+$NIGHTLY")
     flags+=(-Z build-std=panic_abort,std --target-dir "$dir")
     out="$out/threads"
+  elif [ "$kind" = relaxed ]; then
+    out="$out/relaxed"
   fi
   log "$out: cargo build --target wasm32-unknown-unknown --lib (${profile}${features:+, features $features}, $kind)"
   if [ "$kind" = threads ]; then
@@ -77,7 +85,7 @@ build() {
   local wasm="$dir/wasm32-unknown-unknown/$profile/readout.wasm"
   local tmp="$out.tmp"
   rm -rf "$tmp" && mkdir -p "$tmp"
-  # The threaded build is optimised after wasm-bindgen instead (below).
+  # The threaded and relaxed builds are optimised after wasm-bindgen instead (below).
   if command -v wasm-opt >/dev/null && [ "$profile" = release ] && [ "$kind" = single ]; then
     # Before wasm-bindgen: Debian's binaryen 108 run on wasm-bindgen's output
     # breaks its externref table ("WebAssembly.Table.set(): Argument 1 is invalid").
@@ -88,7 +96,7 @@ build() {
   fi
   wasm-bindgen --target web --out-dir "$tmp" --out-name readout "$wasm"
   rm -f "$tmp/opt.wasm"
-  if [ "$profile" = release ] && [ "$kind" = threads ]; then
+  if [ "$profile" = release ] && [ "$kind" != single ]; then
     # npm's wasm-opt is one thread for 1.5-2 minutes: it runs beside the
     # next build, and the script waits for it at the end.
     finish "$out" "$tmp" "$kind" &
@@ -98,19 +106,21 @@ build() {
   fi
 }
 
-# finish OUT TMP KIND: the threaded build's wasm-opt, the package's files,
-# and TMP moved to OUT.
+# finish OUT TMP KIND: the threaded and relaxed builds' wasm-opt, the
+# package's files, and TMP moved to OUT.
 finish() {
   local out=$1 tmp=$2 kind=$3
-  if [ "$profile" = release ] && [ "$kind" = threads ]; then
+  if [ "$profile" = release ] && [ "$kind" != single ]; then
     # binaryen from npm (132): Debian's 108 predates relaxed SIMD's final
     # encoding and writes a module that does not validate (it reads
     # i32x4.relaxed_dot_i8x16_i7x16_add_s as a two-operand instruction of
     # the draft). After wasm-bindgen, because wasm-bindgen 0.2.130 panics
     # on a threaded module optimised before it ("failed to find `0` in
-    # function table"), with either binaryen.
+    # function table"), with either binaryen. The relaxed build follows the
+    # same path, without threads.
+    local threads=(); [ "$kind" = threads ] && threads=(--enable-threads)
     log "wasm-opt -Oz (binaryen $(node -p 'require("./node_modules/binaryen/package.json").version'), after wasm-bindgen)"
-    heartbeat "[pkg] $out: wasm-opt" node_modules/.bin/wasm-opt -Oz --enable-threads --enable-bulk-memory \
+    heartbeat "[pkg] $out: wasm-opt" node_modules/.bin/wasm-opt -Oz "${threads[@]}" --enable-bulk-memory \
       --enable-nontrapping-float-to-int --enable-sign-ext --enable-mutable-globals \
       --enable-reference-types --enable-multivalue --enable-simd --enable-relaxed-simd \
       "$tmp/readout_bg.wasm" -o "$tmp/readout_bg.opt.wasm"
@@ -140,14 +150,17 @@ finish() {
   log "$out/readout_bg.wasm: $raw bytes raw, $gz gzipped"
 }
 
-# A single-thread build replaces its OUT whole, so a threaded one (into
-# OUT/threads) follows it; the two threaded builds' wasm-opt runs go on
-# beside each other and the other builds.
+# A single-thread build replaces its OUT whole, so the threaded and relaxed
+# ones (into OUT/threads, OUT/relaxed) follow it; their wasm-opt runs go on
+# beside each other and the other builds. The relaxed builds come right
+# after the single ones, whose dependencies they share.
 pending=()
 build pkg "" single
 build pkg-diagnostics diagnostics single
+build pkg "" relaxed
+build pkg-diagnostics diagnostics relaxed
 build pkg "" threads
 build pkg-diagnostics diagnostics threads
 failed=0
 for pid in "${pending[@]}"; do wait "$pid" || failed=1; done
-[ $failed = 0 ] || { log "a threaded build's wasm-opt or packaging failed (above)"; exit 1; }
+[ $failed = 0 ] || { log "a threaded or relaxed build's wasm-opt or packaging failed (above)"; exit 1; }

@@ -13,7 +13,7 @@
 #   python    the Python package (python/, PyO3 + maturin) built into .venv
 #             and its tests against the CLI (python/tests/), readout.ray on a
 #             local Ray cluster the tests start
-#   package   the npm package's four wasm builds, tsc against its types, and
+#   package   the npm package's six wasm builds, tsc against its types, and
 #             the package installed and scoring in Node.js (tests/node/)
 #   chromium  the browser tests in headless Chromium (WebGPU via SwiftShader,
 #             the WASM backend, our cpu backend, threads)
@@ -199,7 +199,9 @@ gates_step() {
   cargo clippy --locked --all-targets -- -D warnings
   cargo clippy --locked --manifest-path python/Cargo.toml -- -D warnings
   cargo clippy --locked --target wasm32-unknown-unknown --lib -- -D warnings
-  cargo clippy --locked --target wasm32-unknown-unknown --lib --features diagnostics -- -D warnings
+  # The diagnostics entry points and the relaxed build's kernel (the plain
+  # SIMD128 one is the line above's).
+  cargo clippy --locked --target wasm32-unknown-unknown --lib --features diagnostics,relaxed-simd -- -D warnings
   # The threaded build compiles code (the worker pool) no other gate sees.
   source scripts/lib/thread_flags.sh
   RUSTFLAGS="$THREAD_FLAGS" CARGO_BUILD_BUILD_DIR="$NIGHTLY_BUILD_DIR" cargo "+$NIGHTLY" clippy --locked \

@@ -8,16 +8,17 @@
 // prompt=plain|chat (unset: the model's default from models.json).
 // The engine runs in a dedicated Worker (readout/worker), so the page stays
 // responsive while it computes; worker=0 calls it on the page's own thread.
-// Either way the threaded build (our kernels on Web Workers) runs where the
-// page can run it (cross-origin isolated, with shared memory and relaxed
-// SIMD), else the single-thread build; engine.info().runtime says which.
-import { threadedBuild } from "/pkg/select.js";
+// Either way the fastest build the page can run (readout/select's
+// bestBuild: the threaded build, our kernels on Web Workers, where the page
+// is cross-origin isolated; else the relaxed-SIMD build on one thread where
+// the browser has relaxed SIMD; else the single-thread SIMD128 build);
+// engine.info().runtime says which.
+import { bestBuild } from "/pkg/select.js";
 
-const BUILD = threadedBuild();
+const BUILD = bestBuild();
 const IN_WORKER = new URLSearchParams(location.search).get("worker") !== "0";
-const { default: init, Engine, defaultThreads, limits } = await import(
-  IN_WORKER ? "/pkg/worker.js" : BUILD.usable ? "/pkg/threads/readout.js" : "/pkg/readout.js"
-);
+const BUILD_URL = { threads: "/pkg/threads/readout.js", relaxed: "/pkg/relaxed/readout.js", single: "/pkg/readout.js" };
+const { default: init, Engine, defaultThreads, limits } = await import(IN_WORKER ? "/pkg/worker.js" : BUILD_URL[BUILD.build]);
 // What the engine keeps across visits (the same origin storage from the page or its worker).
 const { stored, clearStored } = await import("/pkg/storage.js");
 
@@ -185,11 +186,11 @@ async function load() {
     // What the backend in use does: our kernels compute on cpu; onnxruntime-web
     // computes on webgpu and wasm, and info.readout says how its logits are read.
     const computes = info.backend === "cpu" ? `computed by ${info.readout}` : `logits read by ${info.readout}`;
-    const build = IN_WORKER ? engine.build : BUILD.usable ? "threads" : "single";
+    const build = IN_WORKER ? engine.build : BUILD.build;
     $("model-info").textContent = `${info.modelId} loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s; ` +
       `default readout ${d.mode}${d.mode === "cloze" ? ` · ${d.clozeScore}` : ""} · ${d.calibration} · ${d.prompt}; ` +
       `${computes}; exact run length ${info.runLimit} tokens; ${ran} thread${ran > 1 ? "s" : ""}; ` +
-      `${build === "threads" ? "threaded" : "single-thread"} build (${BUILD.why}); ` +
+      `${{ threads: "threaded", relaxed: "relaxed-SIMD single-thread", single: "single-thread" }[build]} build (${BUILD.why}); ` +
       `${IN_WORKER ? "in a Web Worker (the page's thread stays free)" : "on the page's thread"}.`;
     $("model-info").dataset.worker = IN_WORKER ? "1" : "0";
     const st = info.storage;

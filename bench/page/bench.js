@@ -6,7 +6,7 @@
 //
 // Query: model=<base id under /models/> backend=wasm|webgpu variants=stock,trimmed,pruned
 //   lengths=1,8,16,32,64,96 runs=5 warmup=1 prefix=256 options=4 threads=N
-//   transformers=1 mass=1 modes=1 autorun=1 build=single|threads (index.html's import map)
+//   transformers=1 mass=1 modes=1 autorun=1 build=single|relaxed|threads (index.html's import map)
 //   wllama=<a GGUF's URL> (the same sweep through wllama on that file)
 // When done: window.benchResult (the JSON) and window.benchDone = true.
 import init from "/pkg-diagnostics/readout.js";

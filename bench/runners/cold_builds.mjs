@@ -25,7 +25,7 @@ const BUILDS = [
   ["gates: clippy, native, every target", ["clippy", "--locked", "--all-targets"]],
   ["gates: clippy, python crate", ["clippy", "--locked", "--manifest-path", "python/Cargo.toml"]],
   ["gates: clippy, wasm32", ["clippy", "--locked", "--target", "wasm32-unknown-unknown", "--lib"]],
-  ["gates: clippy, wasm32 diagnostics", ["clippy", "--locked", "--target", "wasm32-unknown-unknown", "--lib", "--features", "diagnostics"]],
+  ["gates: clippy, wasm32 diagnostics relaxed", ["clippy", "--locked", "--target", "wasm32-unknown-unknown", "--lib", "--features", "diagnostics,relaxed-simd"]],
   ["gates: clippy, wasm32 threads diagnostics", ["clippy", "--locked", "--target", "wasm32-unknown-unknown", "--lib", "--features", "diagnostics"], { threads: true }],
   ["models: the CLI (dev)", ["build", "--locked", "--bin", "readout"]],
   ["rust: cargo test's binaries", ["test", "--locked", "--no-run"]],
@@ -33,6 +33,8 @@ const BUILDS = [
   ["package: wasm32 (release)", ["build", "--locked", "--release", "--target", "wasm32-unknown-unknown", "--lib"]],
   ["package: wasm32 threads (release)", ["build", "--locked", "--release", "--target", "wasm32-unknown-unknown", "--lib"], { threads: true }],
   ["package: wasm32 diagnostics (release)", ["build", "--locked", "--release", "--target", "wasm32-unknown-unknown", "--lib", "--features", "diagnostics"]],
+  ["package: wasm32 relaxed (release)", ["build", "--locked", "--release", "--target", "wasm32-unknown-unknown", "--lib", "--features", "relaxed-simd"]],
+  ["package: wasm32 diagnostics relaxed (release)", ["build", "--locked", "--release", "--target", "wasm32-unknown-unknown", "--lib", "--features", "diagnostics,relaxed-simd"]],
   ["package: wasm32 threads diagnostics (release)", ["build", "--locked", "--release", "--target", "wasm32-unknown-unknown", "--lib", "--features", "diagnostics"], { threads: true }],
 ];
 

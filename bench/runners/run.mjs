@@ -11,7 +11,7 @@
 //
 //   node bench/runners/run.mjs --model smollm2-135m-instruct-q4 --backend wasm [--runtime chromium|deno]
 //        [--lengths 1,8,16,32,64,96] [--runs 5] [--warmup 1] [--prefix 256]
-//        [--variants stock,trimmed,pruned] [--threads N] [--build single|threads] [--no-native]
+//        [--variants stock,trimmed,pruned] [--threads N] [--build single|relaxed|threads] [--plain] [--no-native]
 //        [--no-transformers] [--no-mass] [--no-modes] [--out FILE] [--screenshot FILE]
 //        [--timeout-s 3600] [--bin target/release/readout] [--wllama /models/gguf/FILE.gguf]
 import { execFileSync } from "node:child_process";
@@ -48,8 +48,11 @@ export function parseArgs(argv) {
     variants: take("--variants", "stock,trimmed,pruned"),
     threads: Number(take("--threads", Math.min(cpus().length, 4))),
     // The package build the page loads: threads is the threaded one (wasm
-    // atomics; the page server makes every page cross-origin isolated).
+    // atomics; the page server makes every page cross-origin isolated),
+    // relaxed the single-thread one with relaxed SIMD's dot product.
     build: take("--build", "single"),
+    // The page served without COOP/COEP, as most pages are: not isolated.
+    plain: flag("--plain"),
     runtime: take("--runtime", "chromium"),
     out: take("--out", undefined),
     bin: take("--bin", undefined),
@@ -64,7 +67,8 @@ export function parseArgs(argv) {
   };
   if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
   if (!["wasm", "webgpu", "cpu"].includes(o.backend)) throw new Error(`--backend: ${o.backend} is not wasm, webgpu or cpu`);
-  if (!["single", "threads"].includes(o.build)) throw new Error(`--build: ${o.build} is not single or threads`);
+  if (!["single", "relaxed", "threads"].includes(o.build)) throw new Error(`--build: ${o.build} is not single, relaxed or threads`);
+  if (o.plain && o.build === "threads") throw new Error("--plain: the threaded build needs a cross-origin isolated page");
   if (!["chromium", "deno"].includes(o.runtime)) throw new Error(`--runtime: ${o.runtime} is not chromium or deno`);
   if (o.runtime === "deno" && o.build !== "single") throw new Error("--runtime deno runs the single build (Deno's workers are not the page's)");
   return o;
@@ -150,7 +154,7 @@ async function runChromium(o, log) {
       if (t.startsWith("[bench]")) log(t);
     });
     page.on("pageerror", (e) => tail.push(`pageerror: ${e.message}`));
-    await page.goto(`http://127.0.0.1:${server.address().port}/bench/page/?${query}`);
+    await page.goto(`http://127.0.0.1:${server.address().port}${o.plain ? "/plain" : ""}/bench/page/?${query}`);
     await page.waitForFunction(() => window.benchDone === true, null, { timeout: o.timeoutS * 1000, polling: 1000 });
     const err = await page.evaluate(() => window.benchError);
     if (err) throw new Error(`${err}\n${tail.slice(-15).join("\n")}`);

@@ -3,12 +3,15 @@
 // 256-token prefill of
 //   - our runtime in Chromium, single-thread build (1 thread),
 //   - our runtime in Chromium, threaded build (N threads),
+//   - on a page that is not cross-origin isolated, 1 thread: the
+//     single-thread build (SIMD128) and the relaxed build (relaxed SIMD's
+//     dot product), run in turn twice (ABBA),
 //   - onnxruntime-web's WASM backend on the float32 variant (N threads),
 //   - native ONNX Runtime on every variant (N threads), and our runtime natively,
 // then the goals' ratios. Writes bench/results/threads/<date>-threads-<model>.json.
 //
 //   node bench/runners/threads.mjs [--model smollm2-135m-instruct] [--threads 2]
-//        [--lengths 1,8,32,64] [--runs 3] [--no-ort-web] [--out FILE]
+//        [--lengths 1,8,32,64] [--runs 3] [--no-ort-web] [--no-plain] [--out FILE]
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import { flagOption, option } from "../../harness/browser.mjs";
@@ -26,6 +29,7 @@ const threads = Number(take("--threads", 2));
 const lengths = take("--lengths", "1,8,32,64");
 const runs = Number(take("--runs", 3));
 const ortWeb = !flag("--no-ort-web");
+const plain = !flag("--no-plain");
 const outArg = take("--out", undefined);
 const out = resultPath("threads", "threads", `threads-${base}`, outArg);
 if (a.length) throw new Error(`unknown arguments: ${a.join(" ")}`);
@@ -50,6 +54,14 @@ const q4f16 = `${base}-q4f16`;
 const runsOut = [];
 runsOut.push(await browser(`browser cpu, single-thread build, 1 thread (${q4f16})`, { model: q4f16, backend: "cpu", build: "single", threads: 1 }));
 runsOut.push(await browser(`browser cpu, threaded build, ${threads} threads (${q4f16})`, { model: q4f16, backend: "cpu", build: "threads", threads }));
+// A page that is not isolated, as most are: SIMD128 against relaxed SIMD on
+// one thread, ABBA so that a drift of the machine falls on both.
+const plainRuns = [];
+if (plain) {
+  for (const build of ["single", "relaxed", "relaxed", "single"]) {
+    plainRuns.push(await browser(`browser cpu, page not isolated, ${build} build, 1 thread (${q4f16})`, { model: q4f16, backend: "cpu", build, threads: 1, plain: true }));
+  }
+}
 if (ortWeb) runsOut.push(await browser(`browser onnxruntime-web wasm, ${threads} threads (${base}-fp32)`, { model: `${base}-fp32`, backend: "wasm", build: "single", threads }));
 const sweep = { lengths, runs, threads, log };
 const ort = nativeSweep("ort", [`${base}-q4f16`, `${base}-q4`, `${base}-fp32`], sweep);
@@ -80,6 +92,21 @@ const result = {
   },
   browser: single.page.browser, cross_origin_isolated: threaded.page.cross_origin_isolated,
 };
+if (plainRuns.length) {
+  // Each build's figures: the mean of its two runs.
+  const mean = (build, f) => plainRuns.filter((r) => r.build === build).reduce((s, r) => s + f(r), 0) / 2;
+  const perToken = (b) => mean(b, (r) => r.fit.per_token_ms);
+  const prefill = (b) => mean(b, (r) => r.prefill_tokens_per_s);
+  result.page_not_isolated = {
+    runs: plainRuns.map(({ page, ...r }) => ({ ...r, cross_origin_isolated: page.cross_origin_isolated })),
+    single_per_token_ms: perToken("single"), relaxed_per_token_ms: perToken("relaxed"),
+    relaxed_over_single_per_token: perToken("single") / perToken("relaxed"),
+    single_prefill_tokens_per_s: prefill("single"), relaxed_prefill_tokens_per_s: prefill("relaxed"),
+    relaxed_over_single_prefill: prefill("relaxed") / prefill("single"),
+    // Equal bit for bit is the tests' claim; the bench records it too.
+    max_abs_dp_relaxed_vs_single: Math.max(...plainRuns[1].probs.map((p, i) => maxAbsDiff(p, plainRuns[0].probs[i]))),
+  };
+}
 // The header's machine says which host: runs on different hosts differ by more than their noise.
 writeResult(out, "threads", "bench/runners/threads.mjs", result);
 for (const r of [...result.runs_measured, ...result.native]) {
@@ -87,4 +114,8 @@ for (const r of [...result.runs_measured, ...result.native]) {
 }
 for (const [k, g] of Object.entries(goals)) if (g) console.log(`${k}: ${g.value.toFixed(2)} (goal ${g.goal})`);
 console.log(`threaded over single: ${result.threaded_over_single_at_45.toFixed(2)}× at 45 tokens, ${result.threaded_over_single_per_token.toFixed(2)}× per token; max |Δp| vs single build ${result.max_abs_dp.threaded_vs_single_build.toExponential(1)}`);
+if (result.page_not_isolated) {
+  const n = result.page_not_isolated;
+  console.log(`page not isolated, 1 thread: relaxed ${n.relaxed_per_token_ms.toFixed(2)} ms/token against SIMD128 ${n.single_per_token_ms.toFixed(2)} (${n.relaxed_over_single_per_token.toFixed(2)}×); prefill ${n.relaxed_prefill_tokens_per_s.toFixed(0)} against ${n.single_prefill_tokens_per_s.toFixed(0)} tokens/s; max |Δp| ${n.max_abs_dp_relaxed_vs_single}`);
+}
 log(`[threads] wrote ${out}`);

@@ -21,7 +21,8 @@ pub enum Kernel {
     #[serde(rename = "avx512-vnni")]
     Avx512Vnni,
     Simd128,
-    /// SIMD128 with relaxed SIMD's integer dot product (the threaded build).
+    /// SIMD128 with relaxed SIMD's integer dot product (the threaded build,
+    /// and the single-thread build with the `relaxed-simd` feature).
     #[serde(rename = "relaxed-simd")]
     RelaxedSimd,
 }
@@ -65,14 +66,17 @@ pub fn detect() -> Kernel {
         }
         // wasm cannot test for an instruction set at run time (a module
         // that uses one fails to validate without it), so the build says.
-        #[cfg(all(target_arch = "wasm32", target_feature = "relaxed-simd"))]
+        #[cfg(all(
+            target_arch = "wasm32",
+            any(target_feature = "relaxed-simd", feature = "relaxed-simd")
+        ))]
         {
             return Kernel::RelaxedSimd;
         }
         #[cfg(all(
             target_arch = "wasm32",
             target_feature = "simd128",
-            not(target_feature = "relaxed-simd")
+            not(any(target_feature = "relaxed-simd", feature = "relaxed-simd"))
         ))]
         {
             return Kernel::Simd128;

@@ -14,9 +14,9 @@ before(async () => {
 after(() => ctx?.close());
 
 /** Loads the tiny model on the cpu backend in a fresh page of `build`, scores `states`. */
-async function score(build, states, threads) {
+async function score(build, states, threads, isolated = true) {
   const log = [];
-  const page = await harness(ctx, log, { build });
+  const page = await harness(ctx, log, { build, isolated });
   try {
     return await page.evaluate(
       async ({ source, states, threads }) => {
@@ -57,22 +57,37 @@ test("threaded build: 2 threads on the relaxed-SIMD kernel give the single-threa
   console.log(`# threaded build: 89 criteria identical to the single-thread build; ${two.ms.toFixed(0)} ms at 2 threads, ${one.ms.toFixed(0)} ms at 1`);
 });
 
-test("threaded build: the relaxed-SIMD kernel equals the scalar reference inside the browser", async () => {
-  const page = await harness(ctx, [], { build: "threads" });
-  try {
-    const r = await page.evaluate(async () => {
-      const { kernelSelfTest } = await import("/pkg-diagnostics/readout.js");
-      return kernelSelfTest();
-    });
-    console.log(`# kernel self-test, threaded build: ${r.kernel}, worst relative difference ${r.worst.toExponential(2)}`);
-    assert.equal(r.kernel, "relaxed-simd");
-    assert.ok(r.worst <= 1e-5, `worst ${r.worst}`);
-    // Attention's scores, four keys at a time in SIMD128 registers, equal one at a time.
-    assert.equal(r.attentionDiffers, 0);
-  } finally {
-    await page.close();
-  }
+test("relaxed build on a page that is not cross-origin isolated: one thread on the relaxed-SIMD kernel gives the SIMD128 build's decisions bit for bit", async () => {
+  const states = fixture();
+  const one = await score("single", states, undefined, false);
+  const relaxed = await score("relaxed", states, undefined, false);
+  assert.equal(relaxed.isolated, false);
+  assert.match(one.info.runtime, /^readout kernels \(int8 activations, simd128 kernel, 1 thread\)/);
+  assert.match(relaxed.info.runtime, /^readout kernels \(int8 activations, relaxed-simd kernel, 1 thread\).*single-thread build/);
+  assert.equal(relaxed.decisions.length, 89);
+  const single = new Map(one.decisions);
+  for (const [key, probs] of relaxed.decisions) assert.deepEqual(probs, single.get(key), key);
+  console.log(`# relaxed build, page not isolated: 89 criteria identical to the SIMD128 build; ${relaxed.ms.toFixed(0)} ms, SIMD128 ${one.ms.toFixed(0)} ms`);
 });
+
+for (const [build, name] of [["threads", "threaded"], ["relaxed", "relaxed"]]) {
+  test(`${name} build: the relaxed-SIMD kernel equals the scalar reference inside the browser`, async () => {
+    const page = await harness(ctx, [], { build });
+    try {
+      const r = await page.evaluate(async () => {
+        const { kernelSelfTest } = await import("/pkg-diagnostics/readout.js");
+        return kernelSelfTest();
+      });
+      console.log(`# kernel self-test, ${name} build: ${r.kernel}, worst relative difference ${r.worst.toExponential(2)}`);
+      assert.equal(r.kernel, "relaxed-simd");
+      assert.ok(r.worst <= 1e-5, `worst ${r.worst}`);
+      // Attention's scores, four keys at a time in SIMD128 registers, equal one at a time.
+      assert.equal(r.attentionDiffers, 0);
+    } finally {
+      await page.close();
+    }
+  });
+}
 
 test("threaded build: the default is the page's cores up to four, and threads: 1 runs no worker", async () => {
   const states = fixture().slice(0, 1);
@@ -219,20 +234,22 @@ test("threaded build: a kernel worker that stops answering inside its piece fail
   assert.deepEqual(r.decisions, (await score("threads", states, 2)).decisions);
 });
 
-test("a page that is not cross-origin isolated: select.js says the threaded build cannot run and why, and the single-thread build runs one thread and says why", async () => {
+test("a page that is not cross-origin isolated: select.js says the threaded build cannot run and why, offers the relaxed build, and the single-thread build runs one thread and says why", async () => {
   const ask = async (isolated) => {
     const page = await harness(ctx, [], { isolated });
     try {
       return await page.evaluate(async (source) => {
-        const { threadedBuild } = await import("/pkg/select.js");
+        const { threadedBuild, relaxedBuild, bestBuild } = await import("/pkg/select.js");
         const build = threadedBuild();
+        const relaxed = relaxedBuild();
+        const best = bestBuild();
         let info = null;
         if (!self.crossOriginIsolated) {
           const engine = await window.readout.Engine.load(source, { backend: "cpu", threads: 2 });
           info = engine.info();
           await engine.dispose();
         }
-        return { build, info, isolated: self.crossOriginIsolated };
+        return { build, relaxed, best, info, isolated: self.crossOriginIsolated };
       }, `/models/${TINY}/`);
     } finally {
       await page.close();
@@ -241,10 +258,15 @@ test("a page that is not cross-origin isolated: select.js says the threaded buil
   const yes = await ask(true);
   assert.equal(yes.isolated, true);
   assert.deepEqual(yes.build, { usable: true, why: "cross-origin isolated, with shared memory and relaxed SIMD" });
+  assert.deepEqual(yes.best, { build: "threads", why: yes.build.why });
   const no = await ask(false);
   assert.equal(no.isolated, false);
   assert.equal(no.build.usable, false);
   assert.match(no.build.why, /not cross-origin isolated.*Cross-Origin-Opener-Policy/);
+  // Any page gets the relaxed build where the browser has relaxed SIMD.
+  assert.deepEqual(no.relaxed, { usable: true, why: "relaxed SIMD, on any page" });
+  assert.equal(no.best.build, "relaxed");
+  assert.match(no.best.why, /^relaxed SIMD, on any page; not threads: the page is not cross-origin isolated/);
   assert.equal(no.info.threads, 1);
   assert.match(no.info.runtime, /single-thread build, 2 asked: this is the single-thread build \(threads need the threaded build, on a cross-origin isolated page\)/);
 });
@@ -255,11 +277,17 @@ test("select.js tells a WebAssembly without relaxed SIMD from one with it (node'
   const ask = (flag) =>
     JSON.parse(
       execFileSync(process.execPath, [flag, "--input-type=module", "-e",
-        `globalThis.crossOriginIsolated = true; const { threadedBuild } = await import("${ROOT}/pkg/select.js"); console.log(JSON.stringify(threadedBuild()));`,
+        `globalThis.crossOriginIsolated = true; const s = await import("${ROOT}/pkg/select.js"); console.log(JSON.stringify([s.threadedBuild(), s.relaxedBuild(), s.bestBuild()]));`,
       ], { encoding: "utf8" }),
     );
-  assert.deepEqual(ask("--no-experimental-wasm-relaxed-simd"), { usable: false, why: "this browser's WebAssembly lacks relaxed SIMD or shared memory" });
-  assert.equal(ask("--experimental-wasm-relaxed-simd").usable, true);
+  const [threads, relaxed, best] = ask("--no-experimental-wasm-relaxed-simd");
+  assert.deepEqual(threads, { usable: false, why: "this browser's WebAssembly lacks relaxed SIMD or shared memory" });
+  assert.deepEqual(relaxed, { usable: false, why: "this browser's WebAssembly lacks relaxed SIMD" });
+  assert.equal(best.build, "single");
+  const on = ask("--experimental-wasm-relaxed-simd");
+  assert.equal(on[0].usable, true);
+  assert.equal(on[1].usable, true);
+  assert.equal(on[2].build, "threads");
 });
 
 test("threaded build: two engines on one page score side by side as each does alone, 40 states in a row end as the first began, and dispose while a score is pending waits for it", async () => {

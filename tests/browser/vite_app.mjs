@@ -40,10 +40,14 @@ export const APP_STATE = {
   criteria: [{ id: "boiling", question: "Is the water boiling?", options: [{ id: "yes", description: "Yes" }, { id: "no", description: "No" }] }],
 };
 
-/** Where the app runs: isolated, the threaded build on cpu; not isolated (/plain/), the single build on WASM. */
+/**
+ * Where the app runs: isolated, the threaded build on cpu; not isolated
+ * (/plain/), the relaxed build (both browsers here have relaxed SIMD) on WASM.
+ * Each build is found by Vite through the worker's literal imports.
+ */
 export const VITE_CASES = [
   { path: "/?backend=cpu", backend: "cpu", build: "threads", runtime: "own" },
-  { path: "/plain/?backend=wasm", backend: "wasm", build: "single", runtime: "ort" },
+  { path: "/plain/?backend=wasm", backend: "wasm", build: "relaxed", runtime: "ort" },
 ];
 
 /** The native engine's decision on the app's state: `own` is our runtime (the cpu backend's), else ONNX Runtime. */

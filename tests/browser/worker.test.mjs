@@ -21,6 +21,7 @@ after(() => ctx?.close());
 const CASES = [
   { backend: "cpu", build: "single", n: 2, m: 3 },
   { backend: "cpu", build: "threads", n: 2, m: 3 },
+  { backend: "cpu", build: "relaxed", n: 2, m: 3 },
   { backend: "wasm", build: "single", n: 2, m: 3 },
   { backend: "webgpu", build: "single", n: 1, m: 2, so: { mode: "letters", calibration: "none" }, lite: true },
 ];
@@ -43,6 +44,25 @@ for (const c of CASES) {
     }
   });
 }
+
+test("a build the package does not have is refused by the worker with code invalid_input naming the field, and the worker's engine then loads", async () => {
+  const page = await harness(ctx, []);
+  try {
+    const r = await page.evaluate(async (source) => {
+      const { Engine } = await import("/pkg/worker.js");
+      const refused = await Engine.load(source, { backend: "cpu", build: "relaxd" }).then(() => null, (e) => ({ code: e.code, field: e.field, message: e.message }));
+      const engine = await Engine.load(source, { backend: "cpu", build: "relaxed" });
+      const out = { refused, build: engine.build, backend: (await engine.info()).backend };
+      await engine.dispose();
+      return out;
+    }, `/models/${TINY}/`);
+    assert.deepEqual(r.refused, { code: "invalid_input", field: "build", message: 'build "relaxd": not one of "auto", "single", "relaxed", "threads"' });
+    assert.equal(r.build, "relaxed");
+    assert.equal(r.backend, "cpu");
+  } finally {
+    await page.close();
+  }
+});
 
 test("a terminated worker rejects its pending call with code worker_died, refuses later calls, and a new engine loads and scores", async () => {
   const log = [];

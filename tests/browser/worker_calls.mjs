@@ -9,7 +9,7 @@
  * (emulated WebGPU compiles shaders for every new shape: minutes).
  */
 export async function both({ source, backend, build, ORT_BASE, STATES, PREFIX, n, m, so = {}, lite = false }) {
-  const direct = await import(build === "threads" ? "/pkg/threads/readout.js" : "/pkg/readout.js");
+  const direct = await import(build === "threads" ? "/pkg/threads/readout.js" : build === "relaxed" ? "/pkg/relaxed/readout.js" : "/pkg/readout.js");
   await direct.default();
   const worker = await import("/pkg/worker.js");
   // Decisions without their time; everything else must match bit for bit.

@@ -24,9 +24,11 @@ after(() => server.close());
 
 const inFirefox = (fn, arg) => inFirefoxAt(base, fn, arg);
 
-test("Firefox: every call through readout/worker equals the call on the page, bit for bit (cpu on both builds, WASM), and a terminated worker rejects with worker_died", async () => {
+test("Firefox: every call through readout/worker equals the call on the page, bit for bit (cpu on all three builds, WASM), the relaxed build's decisions are the SIMD128 build's, and a terminated worker rejects with worker_died", async () => {
+  const cpu = {};
   for (const c of [
     { backend: "cpu", build: "single", n: 2, m: 3 },
+    { backend: "cpu", build: "relaxed", n: 2, m: 3 },
     { backend: "cpu", build: "threads", n: 2, m: 3 },
     { backend: "wasm", build: "single", n: 1, m: 3 },
   ]) {
@@ -34,8 +36,11 @@ test("Firefox: every call through readout/worker equals the call on the page, bi
     assert.equal(r.worker.backend, c.backend);
     assert.ok(r.worker.files.length > 0, "progress reached the page");
     assert.deepEqual(r.worker, r.page);
+    if (c.backend === "cpu") cpu[c.build] = r.worker.decisions;
     console.log(`# Firefox ${c.backend} (${c.build}): ${r.worker.decisions.length} results equal through the worker`);
   }
+  // Relaxed SIMD's dot product forms the same exact integer sums.
+  assert.deepEqual(cpu.relaxed, cpu.single);
   const t = await inFirefox(terminated, { source: `/models/${TINY}/`, STATES });
   assert.deepEqual(t.codes, Array(3).fill("worker_died:WorkerDiedError"));
   assert.ok(Math.abs(t.sum - 1) < 1e-9);

@@ -158,7 +158,7 @@ pub fn group_rows(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
 /// products did before (two `extmul`s, an add and the widening per pair of
 /// rows: 2.8× the relaxed dot product's cost per criterion in Chromium).
 /// Integer sums are exact either way, so the result is the same.
-#[cfg(not(target_feature = "relaxed-simd"))]
+#[cfg(not(any(target_feature = "relaxed-simd", feature = "relaxed-simd")))]
 #[inline(always)]
 fn rows<const EIGHT: bool>(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
     let Group { w, scales, zps, .. } = g;
@@ -211,16 +211,23 @@ fn rows<const EIGHT: bool>(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROW
     lanes(&acc, n)
 }
 
-/// The relaxed-SIMD build's `rows` (the threaded build: every browser
-/// with wasm threads in Chromium's line has relaxed SIMD since 114). One
+/// The relaxed-SIMD builds' `rows`: the threaded build (every browser with
+/// wasm threads in Chromium's line has relaxed SIMD since 114), where the
+/// whole module is compiled for it, and the single-thread build with the
+/// `relaxed-simd` feature, where only this function is (so it cannot be
+/// inlined: `inline(always)` and `target_feature` exclude each other). One
 /// `i32x4.relaxed_dot_i8x16_i7x16_add` multiplies 4 rows × 4 bytes with the
 /// activations' 4 bytes and adds each row's four products into its i32 lane,
 /// where SIMD128 needs two extmuls, adds and a pairwise widening. The nibbles
 /// (0..15) are valid 7-bit operands, and a pair's sum (at most 2 · 15 · 128)
 /// fits the 16 bits an implementation may keep in between, so the result is
 /// exact on every implementation the proposal allows.
-#[cfg(target_feature = "relaxed-simd")]
-#[inline(always)]
+#[cfg(any(target_feature = "relaxed-simd", feature = "relaxed-simd"))]
+#[cfg_attr(target_feature = "relaxed-simd", inline(always))]
+#[cfg_attr(
+    not(target_feature = "relaxed-simd"),
+    target_feature(enable = "relaxed-simd")
+)]
 fn rows<const EIGHT: bool>(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
     let Group { w, scales, zps, .. } = g;
     let n = acts.len();
