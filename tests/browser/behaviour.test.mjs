@@ -587,24 +587,9 @@ test("WebGPU: 20 prefills leave liveGpuTensors where it started; a batch of 2 is
     const info = e.info();
     // spec §12, a lost GPU device: every later run refused by name; a new engine works.
     const held = await e.prefill({ evidence: "The door is open." });
-    await e.loseGpuDevice();
-    const refused = async (f) => {
-      try {
-        await f();
-        return "accepted";
-      } catch (err) {
-        return { message: err.message, code: err.code };
-      }
-    };
-    const lostScore = await refused(() => held.score(c));
-    const lostPrefill = await refused(() => e.prefill({ evidence: "The door is shut." }));
-    const lost = e.info().deviceLost;
-    await held.dispose();
-    await e.dispose();
-    const e2 = await Engine.load(`/models/${tiny}/`, { backend: "webgpu", ortBase: ORT_BASE });
-    const again = await (await e2.prefill({ evidence: `Report 0: the door of room 0 is shut.` })).score(c);
-    await e2.dispose();
-    return { start, end, peak: Math.max(...peak), refusal, same: before.probs[0].p === afterwards.probs[0].p, info, lostScore, lostPrefill, lost, again: again.probs[0].p, first: before.probs[0].p };
+    const { loseDevice } = await import("/harness/gpu_lost.mjs");
+    const loss = await loseDevice({ Engine, engine: e, held, criterion: c, source: `/models/${tiny}/`, ORT_BASE });
+    return { start, end, peak: Math.max(...peak), refusal, same: before.probs[0].p === afterwards.probs[0].p, info, ...loss, first: before.probs[0].p };
   }, { tiny: TINY });
   assert.equal(r.lostScore.code, "device_lost");
   assert.equal(r.lostPrefill.code, "device_lost");

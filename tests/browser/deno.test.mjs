@@ -162,7 +162,7 @@ test("the WGSL readout kernel's float16 pipeline on lavapipe equals the CPU on t
 });
 
 test("WebGPU float16: 20 prefills leave liveGpuTensors where it started; a lost device is refused by name and a new engine scores as the first did", async () => {
-  const r = await inDeno(async ({ Engine }, { models, ORT_BASE }) => {
+  const r = await inDeno(async ({ Engine }, { models, ORT_BASE, lostUrl }) => {
     const source = `${models}qwen3-tiny-random-q4f16-trimmed/`;
     const e = await Engine.load(source, { backend: "webgpu", ortBase: ORT_BASE });
     const start = e.liveGpuTensors();
@@ -182,24 +182,10 @@ test("WebGPU float16: 20 prefills leave liveGpuTensors where it started; a lost 
     await kept.dispose();
     const end = e.liveGpuTensors();
     const held = await e.prefill({ evidence: "Report 0: the door of room 0 is shut." });
-    await e.loseGpuDevice();
-    const refused = async (f) => {
-      try {
-        await f();
-        return "accepted";
-      } catch (err) {
-        return { message: err.message, code: err.code };
-      }
-    };
-    const lostScore = await refused(() => held.score(c));
-    const lostPrefill = await refused(() => e.prefill({ evidence: "The door is shut." }));
-    await held.dispose();
-    await e.dispose();
-    const e2 = await Engine.load(source, { backend: "webgpu", ortBase: ORT_BASE });
-    const again = await (await e2.prefill({ evidence: "Report 0: the door of room 0 is shut." })).score(c);
-    await e2.dispose();
-    return { start, end, peak, lostScore, lostPrefill, first: first.probs[0].p, again: again.probs[0].p };
-  });
+    const { loseDevice } = await import(lostUrl);
+    const loss = await loseDevice({ Engine, engine: e, held, criterion: c, source, ORT_BASE });
+    return { start, end, peak, ...loss, first: first.probs[0].p };
+  }, { lostUrl: fileUrl("harness/gpu_lost.mjs") });
   assert.equal(r.start, 0);
   assert.equal(r.end, 0);
   assert.ok(r.peak > 0 && r.peak <= 8, `peak ${r.peak}: two live states' KV at most`);
