@@ -154,6 +154,24 @@ finish() {
 # ones (into OUT/threads, OUT/relaxed) follow it; their wasm-opt runs go on
 # beside each other and the other builds. The relaxed builds come right
 # after the single ones, whose dependencies they share.
+# Every input of the six builds: the crate, the package's files, cargo's
+# config, this script, the threaded build's flags, and the tools' versions
+# (not cache.sh or heartbeat.sh: where cargo's intermediates go and the
+# progress lines change no output).
+source scripts/lib/outputs.sh
+entry=""
+if [ "$profile" = release ]; then
+  entry=$(outputs_key pkg "$(rustc -V; rustc "+$NIGHTLY" -V; wasm-bindgen --version
+    wasm-opt --version 2>/dev/null || echo "no Debian wasm-opt"
+    node -p 'require("./node_modules/binaryen/package.json").version'
+    echo "RUSTFLAGS=${RUSTFLAGS:-} THREAD_FLAGS=$THREAD_FLAGS")" \
+    src Cargo.toml Cargo.lock .cargo js scripts/build_pkg.sh scripts/lib/thread_flags.sh scripts/lib/outputs.sh)
+fi
+if outputs_restore "$entry" pkg pkg-diagnostics; then
+  log "pkg, pkg-diagnostics: copied from the cache $READOUT_CACHE/$entry (built from the same inputs)"
+  exit 0
+fi
+
 pending=()
 build pkg "" single
 build pkg-diagnostics diagnostics single
@@ -164,3 +182,4 @@ build pkg-diagnostics diagnostics threads
 failed=0
 for pid in "${pending[@]}"; do wait "$pid" || failed=1; done
 [ $failed = 0 ] || { log "a threaded or relaxed build's wasm-opt or packaging failed (above)"; exit 1; }
+outputs_store "$entry" pkg pkg-diagnostics

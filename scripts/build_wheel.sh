@@ -6,6 +6,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/maturin ] || { echo "build_wheel: .venv/bin/maturin is missing; run bash scripts/setup.sh --python" >&2; exit 1; }
-rm -f target/wheels/readout-*.whl
-.venv/bin/maturin build --locked --release -m python/Cargo.toml --out target/wheels >&2
+# The wheel kept in the machine's cache by its inputs (scripts/lib/outputs.sh):
+# the engine's crate, the Python crate and package but not its tests, and the tools.
+source scripts/lib/cache.sh
+source scripts/lib/outputs.sh
+entry=$(outputs_key wheel "$(rustc -V; .venv/bin/maturin --version; .venv/bin/python -V; echo "RUSTFLAGS=${RUSTFLAGS:-}")" \
+  src Cargo.toml Cargo.lock .cargo python ':(exclude)python/tests' scripts/build_wheel.sh scripts/lib/outputs.sh)
+if outputs_restore "$entry" target/wheels; then
+  echo "[wheel] target/wheels: copied from the cache $READOUT_CACHE/$entry (built from the same inputs)" >&2
+else
+  rm -f target/wheels/readout-*.whl
+  .venv/bin/maturin build --locked --release -m python/Cargo.toml --out target/wheels >&2
+  outputs_store "$entry" target/wheels
+fi
 realpath target/wheels/readout-*.whl

@@ -6,6 +6,9 @@
 #                   the Python version
 #   models-<key>/   the tiny test models (modelgen/build_models.py tiny): the
 #                   build scripts, the tokenizer and the builder's packages
+#   pkg-<key>/      the npm package's wasm builds, wheel-<key>/ the Python
+#                   wheel: every file they read and their tools' versions
+#                   (scripts/lib/outputs.sh)
 #   cargo/<key>/    cargo's build directory (build.build-dir, the compiled
 #                   dependencies and intermediates; final artifacts stay in
 #                   the clone's target/): the toolchain and Cargo.lock
