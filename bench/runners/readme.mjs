@@ -140,6 +140,12 @@ if (threads.length) {
     out += "\n";
   }
 }
+/** Ours (as the page at that thread count meets it) over the faster native llama.cpp build; files before it ran say so. */
+function llamacppCell(q, long) {
+  if (q.ours_over_native_llamacpp_per_token == null) return "not measured in this run";
+  const page = q.ours_page.includes("not isolated") ? "relaxed build, page not isolated" : "threaded build";
+  return `${q.ours_over_native_llamacpp_per_token.toFixed(2)}× (${long ? `${page}; against ${q.native_llamacpp_anchor}` : page})`;
+}
 /** The engines side by side (bench/runners/wllama.mjs), as one table per thread count. */
 function enginesTable(f) {
   const r = JSON.parse(readFileSync(f, "utf8"));
@@ -147,25 +153,27 @@ function enginesTable(f) {
   t += "| threads | engine | prefill tok/s | ms / suffix token | 1-token suffix ms | × ours per token |\n|---|---|---|---|---|---|\n";
   for (const p of r.per_threads) {
     const ours = p.rows[0];
-    for (const x of [...p.rows, ...p.native.map((n) => ({ ...n, one_token_ms: n.median_ms[0] }))]) {
+    for (const x of [...p.rows, ...(p.native_llamacpp ?? []), ...p.native.map((n) => ({ ...n, one_token_ms: n.median_ms[0] }))]) {
       t += `| ${p.threads} | ${x.label} | ${x.prefill_tokens_per_s.toFixed(1)} | ${x.fit.per_token_ms.toFixed(2)} | ${x.one_token_ms.toFixed(1)} | ${(x.fit.per_token_ms / ours.fit.per_token_ms).toFixed(2)} |\n`;
     }
   }
-  t += "\n| threads | wllama ÷ ours: prefill | per token | 1-token suffix | ours ÷ fastest native per token |\n|---|---|---|---|---|\n";
+  t += "\n| threads | wllama ÷ ours: prefill | per token | 1-token suffix | ours ÷ fastest native per token | ours ÷ native llama.cpp per token |\n|---|---|---|---|---|---|\n";
   for (const p of r.per_threads) {
     const q = p.ratios;
-    t += `| ${p.threads} | ${q.wllama_over_ours_prefill.toFixed(1)}× | ${q.wllama_over_ours_per_token.toFixed(1)}× | ${q.wllama_over_ours_one_token.toFixed(1)}× | ${q.ours_over_fastest_native_per_token.toFixed(2)}× (${q.fastest_native}) |\n`;
+    t += `| ${p.threads} | ${q.wllama_over_ours_prefill.toFixed(1)}× | ${q.wllama_over_ours_per_token.toFixed(1)}× | ${q.wllama_over_ours_one_token.toFixed(1)}× | ${q.ours_over_fastest_native_per_token.toFixed(2)}× (${q.fastest_native}) | ${llamacppCell(q, true)} |\n`;
   }
-  t += `\nGoals: wllama ÷ ours ${r.goals.wllama_over_ours}; ours ÷ fastest native ${r.goals.ours_over_fastest_native_per_token}. wllama runs its own GGUF (${r.gguf.file}, the file our SmolLM2 builds are made from) and reads the last row's top tokens; ours reads the letters. \`${r.command}\`\n`;
+  const lc = r.goals.ours_over_native_llamacpp_per_token;
+  const lcGoal = lc ? `; ours ÷ native llama.cpp per token ${Object.entries(lc).map(([k, v]) => `at ${k} thread${k === "1" ? "" : "s"} ${v}`).join(", ")}, prefill at 2 threads ${r.goals.ours_over_native_llamacpp_prefill[2]}` : "";
+  t += `\nGoals: wllama ÷ ours ${r.goals.wllama_over_ours}; ours ÷ fastest native ${r.goals.ours_over_fastest_native_per_token}${lcGoal}. wllama runs its own GGUF (${r.gguf.file}, the file our SmolLM2 builds are made from) and reads the last row's top tokens; ours reads the letters. \`${r.command}\`\n`;
   return t;
 }
 /** The front README's few lines of it: the ratios, and where the whole table is. */
 function enginesSummary(f) {
   const r = JSON.parse(readFileSync(f, "utf8"));
-  let t = "| threads | wllama ÷ ours: prefill | per token | ours ÷ fastest native per token |\n|---|---|---|---|\n";
+  let t = "| threads | wllama ÷ ours: prefill | per token | ours ÷ fastest native per token | ours ÷ native llama.cpp per token |\n|---|---|---|---|---|\n";
   for (const p of r.per_threads) {
     const q = p.ratios;
-    t += `| ${p.threads} | ${q.wllama_over_ours_prefill.toFixed(1)}× | ${q.wllama_over_ours_per_token.toFixed(1)}× | ${q.ours_over_fastest_native_per_token.toFixed(2)}× |\n`;
+    t += `| ${p.threads} | ${q.wllama_over_ours_prefill.toFixed(1)}× | ${q.wllama_over_ours_per_token.toFixed(1)}× | ${q.ours_over_fastest_native_per_token.toFixed(2)}× | ${llamacppCell(q, false)} |\n`;
   }
   return t + `\nEvery engine's figures (transformers.js too): \`bench/README.md\`, from \`bench/results/${f.split("/").slice(-2).join("/")}\`.\n`;
 }
