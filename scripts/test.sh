@@ -52,8 +52,16 @@ export READOUT_CACHE CARGO_BUILD_BUILD_DIR
 # run ended with, whether it was there (hit) or made by this run (built),
 # and its label follows: warm when nothing was built, cold when every entry
 # was, partial otherwise. The clone's own target/ is always this run's.
+# A build directory that holds only cache.sh's checkout marker (sourcing
+# cache.sh makes it, as scripts/setup.sh does) is not yet a cache.
 cache_entries() {
-  { ls -1 "$READOUT_CACHE" 2>/dev/null | grep -vx cargo; ls -1 "$READOUT_CACHE/cargo" 2>/dev/null | sed 's#^#cargo/#'; } | sort | tr '\n' ' '
+  local d
+  {
+    ls -1 "$READOUT_CACHE" 2>/dev/null | grep -vx cargo
+    for d in "$READOUT_CACHE"/cargo/*/; do
+      if [ -d "$d" ] && [ -n "$(ls -A "$d" | grep -vx .readout-checkout || true)" ]; then echo "cargo/$(basename "$d")"; fi
+    done
+  } | sort | tr '\n' ' '
 }
 caches_before=$(cache_entries)
 
