@@ -12,11 +12,16 @@ source scripts/lib/cache.sh
 source scripts/lib/outputs.sh
 entry=$(outputs_key wheel "$(rustc -V; .venv/bin/maturin --version; .venv/bin/python -V; echo "RUSTFLAGS=${RUSTFLAGS:-}")" \
   src Cargo.toml Cargo.lock .cargo python ':(exclude)python/tests' scripts/build_wheel.sh scripts/lib/outputs.sh)
-if outputs_restore "$entry" target/wheels; then
-  echo "[wheel] target/wheels: copied from the cache $READOUT_CACHE/$entry (built from the same inputs)" >&2
+# Only our wheel is replaced in target/wheels (other files there are left);
+# the cache holds it in a folder of its own, target/wheel-kept.
+rm -f target/wheels/readout-*.whl
+mkdir -p target/wheels
+if outputs_restore "$entry" target/wheel-kept; then
+  echo "[wheel] copied from the cache $READOUT_CACHE/$entry (built from the same inputs)" >&2
 else
-  rm -f target/wheels/readout-*.whl
   .venv/bin/maturin build --locked --release -m python/Cargo.toml --out target/wheels >&2
-  outputs_store "$entry" target/wheels
+  rm -rf target/wheel-kept && mkdir -p target/wheel-kept && cp target/wheels/readout-*.whl target/wheel-kept/
+  outputs_store "$entry" target/wheel-kept
 fi
+cp target/wheel-kept/readout-*.whl target/wheels/
 realpath target/wheels/readout-*.whl
