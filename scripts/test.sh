@@ -21,7 +21,8 @@
 #   firefox   Firefox ESR over WebDriver BiDi: the cpu and WASM backends, the
 #             threaded build, float16 WebGPU (lavapipe), the demo page
 # Steps a part needs run once per invocation, and show in the timing table
-# under their own names: setup (scripts/setup.sh), models (the tiny models,
+# under their own names: setup (scripts/setup.sh), venvs (its Python venvs,
+# made beside the gates when the gates run), models (the tiny models,
 # their variants, models.json), fixtures (the browser tests' broken models).
 # With several browser parts asked for, Chromium runs beside Deno then Firefox
 # (then the Chromium files in CHROMIUM_LATE, so the two lanes end together).
@@ -90,6 +91,9 @@ cpu_share() {
 # The timing table, printed and written as JSON, however the run ends.
 report() {
   local rc=$? i rows=()
+  # A run that stops before the venvs beside the gates were waited for
+  # stops them (their process group).
+  if [ -n "${venvs_pid:-}" ]; then kill -- "-$venvs_pid" 2>/dev/null || true; fi
   local total=$(( $(date +%s) - t_begin ))
   local verdict; verdict=$([ $rc = 0 ] && echo passed || echo "failed (exit $rc)")
   {
@@ -122,6 +126,7 @@ report() {
     echo "[test] the same table as JSON: target/test-times.json" >&2
   fi
 }
+# A run that stops before the venvs were waited for stops them (their group).
 trap report EXIT
 
 # step NAME CMD...: runs CMD, timed, under NAME in the table. CMD runs in a
@@ -155,11 +160,46 @@ need_setup() {
   # --hf: the venv of Hugging Face's export path, for the tiny conversion
   # the models step runs for the rust part (tests/hf_layout.rs).
   local hf=() gb=4; wants rust && hf=(--hf) gb=10
-  step setup bash scripts/setup.sh --python "${hf[@]}" --disk-gb "$gb"
+  if wants gates && { wants rust || wants python || wants chromium || wants deno || wants firefox || wants package; }; then
+    # The venvs (pip: one core busy of two, and the network) are made beside
+    # the gates (the compiler: both cores), and waited for before the first
+    # step that runs Python (need_venvs). Their own process group, so a run
+    # that stops early stops them too (a venv left unfinished is removed and
+    # made again by the next call).
+    step setup bash scripts/setup.sh --python "${hf[@]}" --disk-gb "$gb" --defer-venvs
+    venvs_t0=$(date +%s) venvs_c0=$(cpu_ticks)
+    echo "[test] venvs, beside the gates" >&2
+    # It writes when it ended ("epoch busy total") for its row in the table.
+    rm -f target/.venvs.end
+    setsid bash -c "$(declare -f cpu_ticks)"'
+      bash scripts/setup.sh --python "$@" 2>&1 | sed -u "s/^/[venvs] /"; rc=${PIPESTATUS[0]}
+      echo "$(date +%s) $(cpu_ticks)" > target/.venvs.end; exit "$rc"' venvs "${hf[@]}" &
+    venvs_pid=$!
+  else
+    step setup bash scripts/setup.sh --python "${hf[@]}" --disk-gb "$gb"
+  fi
+}
+# need_venvs: the venvs started beside the gates, waited for and timed.
+venvs_pid=""
+need_venvs() {
+  need_setup
+  [ -n "$venvs_pid" ] || return 0
+  local pid=$venvs_pid rc=0 t1 b1 n1 b0 n0 c=""; venvs_pid=""
+  wait "$pid" || rc=$?
+  # Its own seconds and share of the cores, from its start to its end.
+  t1=$(date +%s) b1="" n1=""
+  [ -f target/.venvs.end ] && read -r t1 b1 n1 < target/.venvs.end
+  rm -f target/.venvs.end
+  read -r b0 n0 <<< "$venvs_c0"
+  if [ -n "$n1" ] && [ "$n1" -gt "$n0" ]; then
+    c=$(awk -v b=$((b1 - b0)) -v t=$((n1 - n0)) 'BEGIN{printf "%.2f", b/t}')
+  fi
+  if [ $rc = 0 ]; then record venvs $((t1 - venvs_t0)) ok "$c"
+  else record venvs $((t1 - venvs_t0)) "failed (exit $rc)" "$c"; return $rc; fi
 }
 need_models() {
   [ $done_models = 1 ] && return; done_models=1
-  need_setup
+  need_venvs
   step models models_step
 }
 models_step() {
@@ -201,20 +241,58 @@ fixtures_step() {
   [ -f target/browser/tiny-hidden/model.onnx ] || "$readout" expose-hidden "$tiny" -o target/browser/tiny-hidden >/dev/null
 }
 
+# lint_wasm stable|threads [CARGO ARG...]: clippy's lints, warnings as
+# errors, on a release wasm32 build of the crate with the package's flags.
+# clippy-driver lints the crate and compiles it (a rustc with lints added);
+# the dependencies compile with plain rustc into the package's units. The
+# crate alone is built at opt-level 0, which gives it a unit of its own:
+# cargo's fingerprint leaves the wrapper out, so a plain build of the same
+# unit would otherwise count as linted. Its files go to target/lint*, so no
+# package build's wasm is overwritten.
+lint_wasm() {
+  local kind=$1; shift
+  local args=(build --locked --release --target wasm32-unknown-unknown --lib
+    --config 'profile.release.package.readout.opt-level=0')
+  # The toolchains of scripts/build_pkg.sh: the default one, and for the
+  # threaded build the pinned nightly (NIGHTLY, THREAD_FLAGS: cache.sh
+  # sources thread_flags.sh).
+  local driver cargo=(cargo)
+  if [ "$kind" = threads ]; then
+    cargo=(cargo "+$NIGHTLY")
+    driver=$(rustup which --toolchain "$NIGHTLY" clippy-driver)
+    args+=(-Z build-std=panic_abort,std --target-dir target/lint-threads)
+  else
+    driver=$(rustup which clippy-driver)
+    args+=(--target-dir target/lint)
+  fi
+  echo "[test] clippy, wasm32 $kind build${1:+, $*}: warnings are errors" >&2
+  if [ "$kind" = threads ]; then
+    RUSTFLAGS="$THREAD_FLAGS" CARGO_BUILD_BUILD_DIR="$NIGHTLY_BUILD_DIR" \
+      RUSTC_WORKSPACE_WRAPPER="$driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings" \
+      "${cargo[@]}" "${args[@]}" "$@"
+  else
+    RUSTC_WORKSPACE_WRAPPER="$driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings" \
+      "${cargo[@]}" "${args[@]}" "$@"
+  fi
+}
+
 gates_step() {
   cargo fmt --check
   cargo fmt --check --manifest-path python/Cargo.toml
   cargo clippy --locked --all-targets -- -D warnings
   cargo clippy --locked --manifest-path python/Cargo.toml -- -D warnings
-  cargo clippy --locked --target wasm32-unknown-unknown --lib -- -D warnings
+  # The wasm32 lints: the package's three builds (scripts/build_pkg.sh) with
+  # its own toolchains, flags and release profile, built through
+  # clippy-driver as `cargo clippy` runs it. A check build compiles every
+  # dependency a second time, in a form no build can use (3.7 min of the
+  # cold gates at 715000f); these build them once for the package too, and
+  # after the main job find them built. See lint_wasm.
+  lint_wasm stable
   # The diagnostics entry points and the relaxed build's kernel (the plain
   # SIMD128 one is the line above's).
-  cargo clippy --locked --target wasm32-unknown-unknown --lib --features diagnostics,relaxed-simd -- -D warnings
+  lint_wasm stable --features diagnostics,relaxed-simd
   # The threaded build compiles code (the worker pool) no other gate sees.
-  source scripts/lib/thread_flags.sh
-  RUSTFLAGS="$THREAD_FLAGS" CARGO_BUILD_BUILD_DIR="$NIGHTLY_BUILD_DIR" cargo "+$NIGHTLY" clippy --locked \
-    --target wasm32-unknown-unknown --lib --features diagnostics -Z build-std=panic_abort,std \
-    --target-dir target/threads -- -D warnings
+  lint_wasm threads --features diagnostics
   node bench/runners/readme.mjs --check
   node scripts/check_docs.mjs
 }
