@@ -126,7 +126,6 @@ report() {
     echo "[test] the same table as JSON: target/test-times.json" >&2
   fi
 }
-# A run that stops before the venvs were waited for stops them (their group).
 trap report EXIT
 
 # step NAME CMD...: runs CMD, timed, under NAME in the table. CMD runs in a
@@ -255,25 +254,20 @@ lint_wasm() {
     --config 'profile.release.package.readout.opt-level=0')
   # The toolchains of scripts/build_pkg.sh: the default one, and for the
   # threaded build the pinned nightly (NIGHTLY, THREAD_FLAGS: cache.sh
-  # sources thread_flags.sh).
-  local driver cargo=(cargo)
+  # sources thread_flags.sh). CLIPPY_ARGS is how `cargo clippy` hands
+  # clippy-driver the arguments after its `--` (joined by that separator).
+  local cargo=(cargo) env=(CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings")
   if [ "$kind" = threads ]; then
     cargo=(cargo "+$NIGHTLY")
-    driver=$(rustup which --toolchain "$NIGHTLY" clippy-driver)
+    env+=(RUSTC_WORKSPACE_WRAPPER="$(rustup which --toolchain "$NIGHTLY" clippy-driver)"
+      RUSTFLAGS="$THREAD_FLAGS" CARGO_BUILD_BUILD_DIR="$NIGHTLY_BUILD_DIR")
     args+=(-Z build-std=panic_abort,std --target-dir target/lint-threads)
   else
-    driver=$(rustup which clippy-driver)
+    env+=(RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver)")
     args+=(--target-dir target/lint)
   fi
   echo "[test] clippy, wasm32 $kind build${1:+, $*}: warnings are errors" >&2
-  if [ "$kind" = threads ]; then
-    RUSTFLAGS="$THREAD_FLAGS" CARGO_BUILD_BUILD_DIR="$NIGHTLY_BUILD_DIR" \
-      RUSTC_WORKSPACE_WRAPPER="$driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings" \
-      "${cargo[@]}" "${args[@]}" "$@"
-  else
-    RUSTC_WORKSPACE_WRAPPER="$driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings" \
-      "${cargo[@]}" "${args[@]}" "$@"
-  fi
+  env "${env[@]}" "${cargo[@]}" "${args[@]}" "$@"
 }
 
 gates_step() {
@@ -287,11 +281,14 @@ gates_step() {
   # dependency a second time, in a form no build can use (3.7 min of the
   # cold gates at 715000f); these build them once for the package too, and
   # after the main job find them built. See lint_wasm.
-  lint_wasm stable
-  # The diagnostics entry points and the relaxed build's kernel (the plain
-  # SIMD128 one is the line above's).
-  lint_wasm stable --features diagnostics,relaxed-simd
-  # The threaded build compiles code (the worker pool) no other gate sees.
+  # The single build with the diagnostics entry points (a superset of the
+  # product's code) and the plain SIMD128 kernel. One stable build only:
+  # a cdylib's files have no hash in their names, so two feature sets in
+  # one build directory would overwrite each other and compile again on
+  # every run.
+  lint_wasm stable --features diagnostics
+  # The threaded build: the worker pool no other build compiles, and the
+  # relaxed-SIMD kernel (the relaxed single build's, there by target feature).
   lint_wasm threads --features diagnostics
   node bench/runners/readme.mjs --check
   node scripts/check_docs.mjs
