@@ -312,7 +312,10 @@ function suiteCases(files) {
     return { label, goal, ...of.at(-1) };
   });
   const have = runs.filter((x) => x.r);
-  const names = [...new Set(have.flatMap((x) => x.r.steps.map((s) => s.name)))];
+  // Rows in the order of the run with the most steps (a newer step, such as
+  // venvs, sits where its run put it), then any other run's.
+  const byMost = [...have].sort((a, b) => b.r.steps.length - a.r.steps.length);
+  const names = [...new Set(byMost.flatMap((x) => x.r.steps.map((s) => s.name)))];
   const min = (s) => (s / 60).toFixed(1);
   let t = `| step | ${have.map((x) => `${x.label} (\`${x.r.commit.slice(0, 7)}\`, ${x.r.date})`).join(" | ")} |\n|---|${"---|".repeat(have.length)}\n`;
   for (const n of names) {
