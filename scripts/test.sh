@@ -159,7 +159,8 @@ need_setup() {
   # --hf: the venv of Hugging Face's export path, for the tiny conversion
   # the models step runs for the rust part (tests/hf_layout.rs).
   local hf=() gb=4; wants rust && hf=(--hf) gb=10
-  if wants gates && { wants rust || wants python || wants chromium || wants deno || wants firefox || wants package; }; then
+  # Every part but the gates runs Python first (the models step, or the python part).
+  if wants gates && printf '%s\n' "${parts[@]}" | grep -qvx gates; then
     # The venvs (pip: one core busy of two, and the network) are made beside
     # the gates (the compiler: both cores), and waited for before the first
     # step that runs Python (need_venvs). Their own process group, so a run
