@@ -26,7 +26,8 @@
 //   node bench/runners/dot_peak.mjs [--model smollm2-135m-instruct] [--threads 2]
 //        [--calls 15] [--ms 60] [--rows 1,4,45,256] [--lengths 1,8,32,64]
 //        [--runs 3] [--no-native] [--ab BEFORE.wasm,AFTER.wasm] [--rounds 3]
-//        [--note TEXT] [--zero-points] [--out FILE] [--opt-after LEVEL]
+//        [--note TEXT] [--zero-points] [--out FILE] [--opt-before ARGS]
+//        [--opt-after ARGS]
 //        [--attention]
 // --attention also times attention alone in each build (`AttentionBench`:
 // SmolLM2's heads, the shapes of `cargo bench --bench attention`) beside
@@ -35,7 +36,10 @@
 // --opt-after -Oz (or -O3, ...) runs binaryen's wasm-opt at that level on
 // the AFTER build once bound, with the flags scripts/build_pkg.sh gives the
 // package's threaded build: so BEFORE,AFTER as the same .wasm measures what
-// the package's optimisation does to the kernel.
+// the package's optimisation does to the kernel. --opt-before does the same
+// to the BEFORE build; each takes several of wasm-opt's arguments in one
+// value ("-Oz --low-memory-unused"), so two optimisations of one .wasm can
+// be compared.
 // --note says in the JSON what the builds are (an A/B's files are paths
 // that mean nothing later).
 import binaryen from "binaryen";
@@ -59,6 +63,7 @@ const noNative = flagOption(a, "--no-native");
 const ab = option(a, "--ab", undefined)?.split(",");
 const rounds = numberOption(a, "--rounds", 3);
 const note = option(a, "--note", undefined);
+const optBefore = option(a, "--opt-before", undefined);
 const optAfter = option(a, "--opt-after", undefined);
 const withAttention = flagOption(a, "--attention");
 // (name, past, rows): src/kernels/random_attention.rs's SHAPES.
@@ -219,12 +224,12 @@ function bind(wasm, label) {
   if (!existsSync(wasm)) throw new Error(`${wasm} is missing: run bash scripts/build_pkg.sh`);
   const dir = `target/bench/dot-peak/${label}`;
   execFileSync("wasm-bindgen", ["--target", "web", "--out-dir", join(ROOT, dir), "--out-name", "readout", wasm], { stdio: "inherit" });
-  const opt = label === "after" ? optAfter : undefined;
+  const opt = label === "after" ? optAfter : optBefore;
   if (opt) {
     // build_pkg.sh's flags for the threaded build, after wasm-bindgen as there.
     const bound = join(ROOT, dir, "readout_bg.wasm");
     const flags = ["threads", "bulk-memory", "nontrapping-float-to-int", "sign-ext", "mutable-globals", "reference-types", "multivalue", "simd", "relaxed-simd"].map((f) => `--enable-${f}`);
-    execFileSync(join(ROOT, "node_modules/.bin/wasm-opt"), [opt, ...flags, bound, "-o", bound], { stdio: "inherit" });
+    execFileSync(join(ROOT, "node_modules/.bin/wasm-opt"), [...opt.trim().split(/\s+/), ...flags, bound, "-o", bound], { stdio: "inherit" });
   }
   return { label, wasm, built: statSync(wasm).mtime.toISOString(), module: `/${dir}/readout.js`, ...(opt ? { wasm_opt: opt } : {}) };
 }

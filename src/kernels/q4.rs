@@ -90,6 +90,9 @@ pub struct QuantRows {
     pub d: Vec<f32>,
     /// Per block: the sum of its int8 values (for a zero point's share).
     pub sum: Vec<i32>,
+    /// Per block: −8 × `sum` (`simd::ActSums::share8`), exact: a block's
+    /// sum is at most 32 · 127 in magnitude.
+    pub share8: Vec<i32>,
 }
 
 impl QuantRows {
@@ -125,23 +128,26 @@ impl QuantRows {
                 simd::quantise(src, qc, dt, st);
             })?;
         }
+        let share8 = sum.iter().map(|s| -8 * s).collect();
         Ok(Self {
             m,
             blocks,
             q,
             d,
             sum,
+            share8,
         })
     }
 
-    fn row_with_sums(&self, r: usize) -> (&[i8], &[f32], &[i32]) {
+    fn row_with_sums(&self, r: usize) -> simd::ActSums<'_> {
         let k = self.blocks * BLOCK;
         let b = r * self.blocks..(r + 1) * self.blocks;
-        (
-            &self.q[r * k..(r + 1) * k],
-            &self.d[b.clone()],
-            &self.sum[b],
-        )
+        simd::ActSums {
+            q: &self.q[r * k..(r + 1) * k],
+            d: &self.d[b.clone()],
+            sum: &self.sum[b.clone()],
+            share8: &self.share8[b],
+        }
     }
 
     fn row(&self, r: usize) -> (&[i8], &[f32]) {
@@ -410,8 +416,7 @@ impl Q4Matrix {
                     let mut r = tile;
                     while r < tile_end {
                         let take = (tile_end - r).min(simd::ROWS);
-                        let mut acts: [(&[i8], &[f32], &[i32]); simd::ROWS] =
-                            [(&[], &[], &[]); simd::ROWS];
+                        let mut acts = [simd::ActSums::NONE; simd::ROWS];
                         for (i, x) in acts.iter_mut().enumerate().take(take) {
                             *x = rows.row_with_sums(r + i);
                         }

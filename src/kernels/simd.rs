@@ -107,8 +107,31 @@ pub fn dot_rows(
     }
 }
 
-/// One activation row with its per-block sums (for the zero points' share).
-pub type ActSums<'a> = (&'a [i8], &'a [f32], &'a [i32]);
+/// One activation row as the interleaved kernels read it (`QuantRows`).
+#[derive(Clone, Copy)]
+pub struct ActSums<'a> {
+    /// 32 int8 values a block, in nibble order.
+    pub q: &'a [i8],
+    /// Per block: the scale.
+    pub d: &'a [f32],
+    /// Per block: the sum of its values (for a zero point's share).
+    pub sum: &'a [i32],
+    /// Per block: −8 × `sum`, the share of zero points that are all 8
+    /// (`Group::eights`). The wasm kernels start a block's integer sums
+    /// from it, which saves a shift and two subtractions per row and block
+    /// in a loop bound by its vector instructions (docs/measurements.md).
+    pub share8: &'a [i32],
+}
+
+impl ActSums<'_> {
+    /// No row: the filler of a fixed array of `ROWS`.
+    pub const NONE: ActSums<'static> = ActSums {
+        q: &[],
+        d: &[],
+        sum: &[],
+        share8: &[],
+    };
+}
 
 /// One group of 8 interleaved weight rows (`q4::Packed8::group`), as every
 /// kernel's `group_rows` reads it: one value passed down the dispatch
@@ -167,7 +190,8 @@ pub fn group_rows_scalar(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS]
     let Group { w, scales, zps, .. } = g;
     let mut out = [[0f32; 8]; ROWS];
     let blocks = g.blocks();
-    for (o, (aq, ad, asum)) in out.iter_mut().zip(acts) {
+    for (o, a) in out.iter_mut().zip(acts) {
+        let (aq, ad, asum) = (a.q, a.d, a.sum);
         for (lane, ol) in o.iter_mut().enumerate() {
             let mut total = 0f32;
             for b in 0..blocks {
@@ -360,6 +384,10 @@ pub fn self_test_on(kernel: Kernel) -> f32 {
                 .collect()
         })
         .collect();
+    let share8: Vec<Vec<i32>> = sums
+        .iter()
+        .map(|row| row.iter().map(|s| -8 * s).collect())
+        .collect();
     // The activations' quantisation must give the reference's bits: any
     // difference counts as a whole unit.
     let mut worst = if quantise_differs(&mut seed) {
@@ -373,7 +401,12 @@ pub fn self_test_on(kernel: Kernel) -> f32 {
     for n in 1..=ROWS {
         let plain: Vec<Act<'_>> = (0..n).map(|r| (q[r].as_slice(), d[r].as_slice())).collect();
         let with_sums: Vec<ActSums<'_>> = (0..n)
-            .map(|r| (q[r].as_slice(), d[r].as_slice(), sums[r].as_slice()))
+            .map(|r| ActSums {
+                q: &q[r],
+                d: &d[r],
+                sum: &sums[r],
+                share8: &share8[r],
+            })
             .collect();
         let group = |zps, eights| Group {
             w: &w,

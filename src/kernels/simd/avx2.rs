@@ -59,7 +59,7 @@ pub(super) unsafe fn group_rows_by(
                 let hi = _mm256_and_si256(_mm256_srli_epi16(wv, 4), mask);
                 for r in 0..n {
                     // Each activation row holds `blocks` blocks of 32.
-                    let p = acts[r].0.as_ptr().add(b * BLOCK + 4 * j);
+                    let p = acts[r].q.as_ptr().add(b * BLOCK + 4 * j);
                     let alo = _mm256_set1_epi32((p as *const i32).read_unaligned());
                     let ahi =
                         _mm256_set1_epi32((p.add(BLOCK_BYTES) as *const i32).read_unaligned());
@@ -70,7 +70,9 @@ pub(super) unsafe fn group_rows_by(
             let sv = _mm256_loadu_ps(scales.as_ptr().add(b * 8));
             let zv = _mm256_loadu_ps(zps.as_ptr().add(b * 8));
             for r in 0..n {
-                let (_, ad, asum) = acts[r];
+                let ActSums {
+                    d: ad, sum: asum, ..
+                } = acts[r];
                 let f = _mm256_cvtepi32_ps(widen(isum[r]));
                 let exact = _mm256_fnmadd_ps(zv, _mm256_set1_ps(asum[b] as f32), f);
                 acc[r] = _mm256_fmadd_ps(exact, _mm256_mul_ps(sv, _mm256_set1_ps(ad[b])), acc[r]);

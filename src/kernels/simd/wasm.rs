@@ -67,42 +67,49 @@ unsafe fn block_params(scales: &[f32], zps: &[f32], b: usize) -> ([v128; 2], [v1
     }
 }
 
-/// An activation row's block-`b` scale and sum, each splat across a
-/// vector straight from memory: a scalar convert and splat, and the
-/// slices' bounds checks, cost the hot loop vector-port time per row and
-/// block. `EIGHT` (every zero point is 8): the sum stays an integer, times
-/// 8; otherwise it is converted to float.
+/// An activation row's block-`b` scale and, unless `EIGHT` (every zero
+/// point is 8, whose share the integer sums already hold), its sum as a
+/// float, each splat across a vector straight from memory: a scalar
+/// convert and splat, and the slices' bounds checks, cost the hot loop
+/// vector-port time per row and block.
 ///
 /// # Safety
-/// `ad` and `asum` hold at least `b + 1` values.
+/// `a.d` and `a.sum` hold at least `b + 1` values.
 #[inline(always)]
-unsafe fn act_block<const EIGHT: bool>(ad: &[f32], asum: &[i32], b: usize) -> (v128, v128) {
+unsafe fn act_block<const EIGHT: bool>(a: &ActSums<'_>, b: usize) -> (v128, v128) {
     // SAFETY: per the contract.
-    let (d, s) = unsafe {
-        (
-            v128_load32_splat(ad.as_ptr().add(b) as *const u32),
-            v128_load32_splat(asum.as_ptr().add(b) as *const u32),
-        )
-    };
-    (
-        d,
+    unsafe {
+        let d = v128_load32_splat(a.d.as_ptr().add(b) as *const u32);
         if EIGHT {
-            i32x4_shl(s, 3)
+            (d, d)
         } else {
-            f32x4_convert_i32x4(s)
-        },
-    )
+            let s = v128_load32_splat(a.sum.as_ptr().add(b) as *const u32);
+            (d, f32x4_convert_i32x4(s))
+        }
+    }
+}
+
+/// An activation row's block-`b` share of zero points that are all 8
+/// (`ActSums::share8`), splat: where that block's integer sums start.
+///
+/// # Safety
+/// `a.share8` holds at least `b + 1` values.
+#[inline(always)]
+unsafe fn share8(a: &ActSums<'_>, b: usize) -> v128 {
+    // SAFETY: per the contract.
+    unsafe { v128_load32_splat(a.share8.as_ptr().add(b) as *const u32) }
 }
 
 /// Adds one block's exact integer sums for 8 rows to `acc`: the zero
 /// points' share removed, then scaled by the weights' and the activations'
 /// scales (`act`: the activation block's scale and sum, from `act_block`).
-/// With `EIGHT` the share, 8 × the sum, is removed in integers: one
-/// subtraction where the float way takes a multiply and a subtraction, and
-/// the same bits, because both ways are exact. A block's sum of products is
-/// at most 32 · 15 · 127 and 8 × its activations' sum at most 8 · 32 · 127
-/// in magnitude, far below 2^24, so every integer here and their difference
-/// convert to float without rounding.
+/// With `EIGHT` the sums already hold the share, −8 × the activations'
+/// sum, as their start (`share8`): no operation here, where the float way
+/// takes a multiply and a subtraction, and the same bits, because both
+/// ways are exact. A block's sum of products is at most 32 · 15 · 127 and
+/// 8 × its activations' sum at most 8 · 32 · 127 in magnitude, far below
+/// 2^24, so every integer here and their difference convert to float
+/// without rounding.
 #[inline(always)]
 fn add_block<const EIGHT: bool>(
     acc: &mut [v128; 2],
@@ -114,7 +121,7 @@ fn add_block<const EIGHT: bool>(
     let (d, sum) = act;
     for h in 0..2 {
         let exact = if EIGHT {
-            f32x4_convert_i32x4(i32x4_sub(ints[h], sum))
+            f32x4_convert_i32x4(ints[h])
         } else {
             f32x4_sub(f32x4_convert_i32x4(ints[h]), f32x4_mul(zv[h], sum))
         };
@@ -178,7 +185,7 @@ fn rows<const EIGHT: bool>(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROW
             let ((lo1a, lo1b), (hi1a, hi1b)) = (wide(lo1), wide(hi1));
             for r in 0..n {
                 // SAFETY: each activation row holds `blocks` blocks of 32.
-                let (alo, ahi) = unsafe { act_step(acts[r].0, b, j) };
+                let (alo, ahi) = unsafe { act_step(acts[r].q, b, j) };
                 let (alo, ahi) = (i16x8_extend_low_i8x16(alo), i16x8_extend_low_i8x16(ahi));
                 let pair =
                     |l: v128, h: v128| i32x4_add(i32x4_dot_i16x8(l, alo), i32x4_dot_i16x8(h, ahi));
@@ -192,7 +199,6 @@ fn rows<const EIGHT: bool>(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROW
         // SAFETY: 8 scales and 8 zero points per block.
         let params = unsafe { block_params(scales, zps, b) };
         for r in 0..n {
-            let (_, ad, asum) = acts[r];
             let p = is[r];
             // [r0a, r0b, r1a, r1b] and [r2a, r2b, r3a, r3b] → [r0, r1, r2, r3].
             let rows = |x: v128, y: v128| {
@@ -201,10 +207,15 @@ fn rows<const EIGHT: bool>(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROW
                     i32x4_shuffle::<1, 3, 5, 7>(x, y),
                 )
             };
-            let ints = [rows(p[0], p[1]), rows(p[2], p[3])];
+            let mut ints = [rows(p[0], p[1]), rows(p[2], p[3])];
+            if EIGHT {
+                // SAFETY: each activation row holds `blocks` blocks.
+                let share = unsafe { share8(&acts[r], b) };
+                ints = ints.map(|x| i32x4_add(x, share));
+            }
             // SAFETY: each activation row holds `blocks` blocks.
             add_block::<EIGHT>(&mut acc[r], ints, &params, unsafe {
-                act_block::<EIGHT>(ad, asum, b)
+                act_block::<EIGHT>(&acts[r], b)
             });
         }
     }
@@ -236,12 +247,22 @@ fn rows<const EIGHT: bool>(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROW
     let mut acc = [[f32x4_splat(0.0); 2]; ROWS];
     for b in 0..blocks {
         let mut ints = [[zero; 2]; ROWS];
+        if EIGHT {
+            // The zero points' share as the start: the shift and the two
+            // subtractions it saves per row and block were about a tenth
+            // of the vector instructions this loop issues, which bound it.
+            for r in 0..n {
+                // SAFETY: each activation row holds `blocks` blocks.
+                let share = unsafe { share8(&acts[r], b) };
+                ints[r] = [share, share];
+            }
+        }
         for j in 0..4 {
             // SAFETY: `w` holds `blocks` blocks of 4 steps of 32 bytes.
             let [lo0, hi0, lo1, hi1] = unsafe { weight_step(w, b, j) };
             for r in 0..n {
                 // SAFETY: each activation row holds `blocks` blocks of 32.
-                let (alo, ahi) = unsafe { act_step(acts[r].0, b, j) };
+                let (alo, ahi) = unsafe { act_step(acts[r].q, b, j) };
                 let s = &mut ints[r];
                 s[0] = i32x4_relaxed_dot_i8x16_i7x16_add(alo, lo0, s[0]);
                 s[0] = i32x4_relaxed_dot_i8x16_i7x16_add(ahi, hi0, s[0]);
@@ -252,10 +273,9 @@ fn rows<const EIGHT: bool>(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROW
         // SAFETY: 8 scales and 8 zero points per block.
         let params = unsafe { block_params(scales, zps, b) };
         for r in 0..n {
-            let (_, ad, asum) = acts[r];
             // SAFETY: each activation row holds `blocks` blocks.
             add_block::<EIGHT>(&mut acc[r], ints[r], &params, unsafe {
-                act_block::<EIGHT>(ad, asum, b)
+                act_block::<EIGHT>(&acts[r], b)
             });
         }
     }
