@@ -14,7 +14,12 @@ const results = join(bench, "results");
 const files = readdirSync(results, { withFileTypes: true })
   .filter((d) => d.isDirectory())
   .flatMap((d) => readdirSync(join(results, d.name)).filter((f) => f.endsWith(".json")).map((f) => `${d.name}/${f}`))
-  .sort((a, b) => (basename(a) < basename(b) ? -1 : basename(a) > basename(b) ? 1 : 0));
+  // By name without ".json": a later run of a day, named with a suffix
+  // because the writers refuse a name already taken, sorts after the first.
+  .sort((a, b) => {
+    const [x, y] = [basename(a, ".json"), basename(b, ".json")];
+    return x < y ? -1 : x > y ? 1 : 0;
+  });
 const header = (f) => JSON.parse(readFileSync(join(results, f), "utf8"));
 // The kinds with a table of their own below; the rest are indexed at the end.
 const SECTION = {
