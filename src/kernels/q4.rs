@@ -68,9 +68,14 @@ pub struct Packed8 {
 }
 
 impl Packed8 {
+    /// Blocks of 32 a weight row holds.
+    pub fn blocks(&self) -> usize {
+        self.scales.len() / (self.groups * 8).max(1)
+    }
+
     /// Group `g` (weight rows `8g..8g + 8`).
     pub fn group(&self, g: usize) -> simd::Group<'_> {
-        let blocks = self.scales.len() / (self.groups * 8);
+        let blocks = self.blocks();
         simd::Group {
             w: &self.q[g * blocks * 128..(g + 1) * blocks * 128],
             scales: &self.scales[g * blocks * 8..(g + 1) * blocks * 8],
@@ -389,6 +394,18 @@ impl Q4Matrix {
         };
         let rows = QuantRows::new(a, m, self.k, pool)?;
         let n = self.n;
+        // `Packed8::group` and `row_with_sums` slice with checked ranges, so
+        // every group holds `p.blocks()` blocks and every row `rows.blocks`:
+        // equal, they are the contract of each `group_rows` call below.
+        if p.blocks() != rows.blocks {
+            return Err(OpError::Q4Layout {
+                what: "blocks in the interleaved copy",
+                found: p.blocks(),
+                expected: rows.blocks,
+                n,
+                k: self.k,
+            });
+        }
         // Natively a small product runs as one task on the caller: handing
         // it to the pool costs more than it does (`Pool::worth_splitting`).
         let groups_per_task = if pool.worth_splitting(m * n * self.k) {
@@ -420,7 +437,9 @@ impl Q4Matrix {
                         for (i, x) in acts.iter_mut().enumerate().take(take) {
                             *x = rows.row_with_sums(r + i);
                         }
-                        let res = simd::group_rows(group, &acts[..take]);
+                        // SAFETY: `take <= ROWS`, and the group and the rows
+                        // hold the same blocks (checked above).
+                        let res = unsafe { simd::group_rows(group, &acts[..take]) };
                         for (i, v) in res.iter().enumerate().take(take) {
                             // SAFETY: row r + i < m, columns g*8 .. g*8 +
                             // width <= n: inside `out`, and only this task

@@ -156,17 +156,40 @@ impl Group<'_> {
     pub fn blocks(&self) -> usize {
         self.scales.len() / 8
     }
+
+    /// Every slice the kernels read holds `blocks()` blocks, and `acts`
+    /// at most `ROWS` rows: what the wasm kernels, which read without
+    /// bounds checks, need of a call.
+    pub fn fits(&self, acts: &[ActSums<'_>]) -> bool {
+        let b = self.blocks();
+        self.w.len() >= b * 128
+            && self.zps.len() >= b * 8
+            && acts.len() <= ROWS
+            && acts.iter().all(|a| {
+                a.q.len() >= b * BLOCK && a.d.len() >= b && a.sum.len() >= b && a.share8.len() >= b
+            })
+    }
 }
 
 /// A group's 8 weight rows against up to `ROWS` activation rows:
 /// `out[row][lane]`, lane = weight row in the group.
-pub fn group_rows(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
-    group_rows_on(detect(), g, acts)
+///
+/// # Safety
+/// `g.fits(acts)`. The wasm kernels read without bounds checks, and a
+/// check on every call cost them a third of their speed (an A/B in
+/// docs/measurements.md), so a caller checks once for many calls.
+pub unsafe fn group_rows(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+    debug_assert!(g.fits(acts));
+    // SAFETY: per the contract.
+    unsafe { group_rows_on(detect(), g, acts) }
 }
 
 /// `group_rows` on a given kernel, which must be `detect()` or one it
 /// implies (the self-test runs each kernel this CPU has).
-fn group_rows_on(kernel: Kernel, g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+///
+/// # Safety
+/// `g.fits(acts)`.
+unsafe fn group_rows_on(kernel: Kernel, g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
     #[cfg(target_arch = "x86_64")]
     match kernel {
         // SAFETY: avx2 and fma were detected.
@@ -179,7 +202,8 @@ fn group_rows_on(kernel: Kernel, g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8
     {
         // One kernel per wasm build: `kernel` names it.
         let _ = kernel;
-        return wasm::group_rows(g, acts);
+        // SAFETY: per the contract.
+        return unsafe { wasm::group_rows(g, acts) };
     }
     #[allow(unreachable_code)]
     group_rows_scalar(g, acts)
@@ -414,12 +438,19 @@ pub fn self_test_on(kernel: Kernel) -> f32 {
             zps,
             eights,
         };
-        let grouped = group_rows_on(kernel, group(&z8, false), &with_sums);
+        assert!(group(&z8, false).fits(&with_sums));
+        // SAFETY: the group and the rows hold `blocks` blocks (asserted).
+        let grouped = unsafe { group_rows_on(kernel, group(&z8, false), &with_sums) };
         let twin = group_rows_scalar(group(&z8, false), &with_sums);
         // Every zero point 8: told so, the kernel must give the bits it
         // gives when not told; either way it is held to the reference.
-        let told = group_rows_on(kernel, group(&eights, true), &with_sums);
-        let untold = group_rows_on(kernel, group(&eights, false), &with_sums);
+        // SAFETY: as above (the same slices).
+        let (told, untold) = unsafe {
+            (
+                group_rows_on(kernel, group(&eights, true), &with_sums),
+                group_rows_on(kernel, group(&eights, false), &with_sums),
+            )
+        };
         eights_differ |=
             (0..n).any(|r| (0..8).any(|l| told[r][l].to_bits() != untold[r][l].to_bits()));
         for lane in 0..8 {
@@ -496,5 +527,49 @@ mod tests {
             println!("kernel {kernel:?}: worst relative difference {worst:e}");
             assert!(worst <= 1e-5, "{kernel:?}: {worst}");
         }
+    }
+
+    /// The unchecked wasm kernels run only on calls whose every slice holds
+    /// the group's blocks: one short slice, or a row too many, is caught.
+    #[test]
+    fn a_call_fits_only_when_every_slice_holds_the_blocks() {
+        let blocks = 2;
+        let (w, s8) = (vec![0u8; blocks * 128], vec![1f32; blocks * 8]);
+        let (q, d, sums) = (
+            vec![0i8; blocks * BLOCK],
+            vec![1f32; blocks],
+            vec![0i32; blocks],
+        );
+        let g = Group {
+            w: &w,
+            scales: &s8,
+            zps: &s8,
+            eights: true,
+        };
+        let row = ActSums {
+            q: &q,
+            d: &d,
+            sum: &sums,
+            share8: &sums,
+        };
+        assert!(g.fits(&[row; ROWS]));
+        let short = [
+            ActSums { q: &q[1..], ..row },
+            ActSums { d: &d[1..], ..row },
+            ActSums {
+                sum: &sums[1..],
+                ..row
+            },
+            ActSums {
+                share8: &sums[1..],
+                ..row
+            },
+        ];
+        for bad in short {
+            assert!(!g.fits(&[row, bad]));
+        }
+        assert!(!g.fits(&[row; ROWS + 1]));
+        assert!(!Group { w: &w[1..], ..g }.fits(&[row]));
+        assert!(!Group { zps: &s8[1..], ..g }.fits(&[row]));
     }
 }

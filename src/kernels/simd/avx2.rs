@@ -8,6 +8,9 @@ use std::arch::x86_64::*;
 /// multiplied with 4 broadcast activation bytes; the 16-bit sums of the
 /// 4 steps stay below 4 · 2 · 2 · 15 · 127 = 30,480, so they are widened
 /// once per block.
+///
+/// # Safety
+/// The CPU has avx2 and fma, and `g.fits(acts)`.
 #[target_feature(enable = "avx2,fma")]
 pub unsafe fn group_rows(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
     let ones = _mm256_set1_epi16(1);

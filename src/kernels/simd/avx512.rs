@@ -11,6 +11,9 @@ use std::arch::x86_64::*;
 /// unsigned, going straight into `vpdpbusd` against their 4 broadcast
 /// activation bytes. The 32-bit sums cannot overflow (32 products of at
 /// most 15 · 128 per block).
+///
+/// # Safety
+/// The CPU has every feature this function enables, and `g.fits(acts)`.
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl,avx512vnni")]
 pub unsafe fn group_rows(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
     // SAFETY: the caller's CPU has every feature this function enables.

@@ -81,6 +81,7 @@ unsafe fn act_block<const EIGHT: bool>(a: &ActSums<'_>, b: usize) -> (v128, v128
     unsafe {
         let d = v128_load32_splat(a.d.as_ptr().add(b) as *const u32);
         if EIGHT {
+            // The second is not read: the sums hold the share already.
             (d, d)
         } else {
             let s = v128_load32_splat(a.sum.as_ptr().add(b) as *const u32);
@@ -147,7 +148,10 @@ fn lanes(acc: &[[v128; 2]; ROWS], n: usize) -> [[f32; 8]; ROWS] {
 
 /// See `super::group_rows`: this build's `rows`, compiled once for files
 /// whose zero points are all 8 and once for the rest.
-pub fn group_rows(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
+///
+/// # Safety
+/// `g.fits(acts)`: `rows` reads without bounds checks.
+pub unsafe fn group_rows(g: Group<'_>, acts: &[ActSums<'_>]) -> [[f32; 8]; ROWS] {
     if g.eights {
         rows::<true>(g, acts)
     } else {
