@@ -77,8 +77,13 @@ pub(super) unsafe fn group_rows_by(
                     d: ad, sum: asum, ..
                 } = acts[r];
                 let f = _mm256_cvtepi32_ps(widen(isum[r]));
+                // Exact either way (integers below 2^24), so fused.
                 let exact = _mm256_fnmadd_ps(zv, _mm256_set1_ps(asum[b] as f32), f);
-                acc[r] = _mm256_fmadd_ps(exact, _mm256_mul_ps(sv, _mm256_set1_ps(ad[b])), acc[r]);
+                // Not fused: a multiply and an add round as the wasm
+                // builds' and the plain loops' do, so every build gives
+                // the same bits (the self-test holds them to it).
+                let scaled = _mm256_mul_ps(exact, _mm256_mul_ps(sv, _mm256_set1_ps(ad[b])));
+                acc[r] = _mm256_add_ps(acc[r], scaled);
             }
         }
         let mut out = [[0f32; 8]; ROWS];
