@@ -133,7 +133,7 @@ impl QuantRows {
                 simd::quantise(src, qc, dt, st);
             })?;
         }
-        let share8 = sum.iter().map(|s| -8 * s).collect();
+        let share8 = simd::share8_of(&sum);
         Ok(Self {
             m,
             blocks,

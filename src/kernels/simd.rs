@@ -123,6 +123,12 @@ pub struct ActSums<'a> {
     pub share8: &'a [i32],
 }
 
+/// `ActSums::share8` of a row's block sums: −8 × each, exact (a block's
+/// sum is at most 32 · 127 in magnitude).
+pub fn share8_of(sum: &[i32]) -> Vec<i32> {
+    sum.iter().map(|s| -8 * s).collect()
+}
+
 impl ActSums<'_> {
     /// No row: the filler of a fixed array of `ROWS`.
     pub const NONE: ActSums<'static> = ActSums {
@@ -408,10 +414,7 @@ pub fn self_test_on(kernel: Kernel) -> f32 {
                 .collect()
         })
         .collect();
-    let share8: Vec<Vec<i32>> = sums
-        .iter()
-        .map(|row| row.iter().map(|s| -8 * s).collect())
-        .collect();
+    let share8: Vec<Vec<i32>> = sums.iter().map(|row| share8_of(row)).collect();
     // The activations' quantisation must give the reference's bits: any
     // difference counts as a whole unit.
     let mut worst = if quantise_differs(&mut seed) {
